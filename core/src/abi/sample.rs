@@ -1,0 +1,162 @@
+//! `sample_type`, `read_format` and `branch_sample_type` bits (spec §A.3).
+
+/// `PERF_SAMPLE_*` bits of `perf_event_attr::sample_type`, as Linux 6.18 has them.
+pub mod sample_type {
+    /// `PERF_SAMPLE_IP`.
+    pub const IP: u64 = 1 << 0;
+    /// `PERF_SAMPLE_TID`.
+    pub const TID: u64 = 1 << 1;
+    /// `PERF_SAMPLE_TIME`.
+    pub const TIME: u64 = 1 << 2;
+    /// `PERF_SAMPLE_ADDR`.
+    pub const ADDR: u64 = 1 << 3;
+    /// `PERF_SAMPLE_READ`.
+    pub const READ: u64 = 1 << 4;
+    /// `PERF_SAMPLE_CALLCHAIN`.
+    pub const CALLCHAIN: u64 = 1 << 5;
+    /// `PERF_SAMPLE_ID`.
+    pub const ID: u64 = 1 << 6;
+    /// `PERF_SAMPLE_CPU`.
+    pub const CPU: u64 = 1 << 7;
+    /// `PERF_SAMPLE_PERIOD`.
+    pub const PERIOD: u64 = 1 << 8;
+    /// `PERF_SAMPLE_STREAM_ID`.
+    pub const STREAM_ID: u64 = 1 << 9;
+    /// `PERF_SAMPLE_RAW`.
+    pub const RAW: u64 = 1 << 10;
+    /// `PERF_SAMPLE_BRANCH_STACK`.
+    pub const BRANCH_STACK: u64 = 1 << 11;
+    /// `PERF_SAMPLE_REGS_USER`.
+    pub const REGS_USER: u64 = 1 << 12;
+    /// `PERF_SAMPLE_STACK_USER`.
+    pub const STACK_USER: u64 = 1 << 13;
+    /// `PERF_SAMPLE_WEIGHT`.
+    pub const WEIGHT: u64 = 1 << 14;
+    /// `PERF_SAMPLE_DATA_SRC`.
+    pub const DATA_SRC: u64 = 1 << 15;
+    /// `PERF_SAMPLE_IDENTIFIER`.
+    pub const IDENTIFIER: u64 = 1 << 16;
+    /// `PERF_SAMPLE_TRANSACTION`.
+    pub const TRANSACTION: u64 = 1 << 17;
+    /// `PERF_SAMPLE_REGS_INTR`.
+    pub const REGS_INTR: u64 = 1 << 18;
+    /// `PERF_SAMPLE_PHYS_ADDR`.
+    pub const PHYS_ADDR: u64 = 1 << 19;
+    /// `PERF_SAMPLE_AUX`: the sample carries the newest AUX bytes of its AUX leader.
+    pub const AUX: u64 = 1 << 20;
+    /// `PERF_SAMPLE_CGROUP`.
+    pub const CGROUP: u64 = 1 << 21;
+    /// `PERF_SAMPLE_DATA_PAGE_SIZE`.
+    pub const DATA_PAGE_SIZE: u64 = 1 << 22;
+    /// `PERF_SAMPLE_CODE_PAGE_SIZE`.
+    pub const CODE_PAGE_SIZE: u64 = 1 << 23;
+    /// `PERF_SAMPLE_WEIGHT_STRUCT`.
+    pub const WEIGHT_STRUCT: u64 = 1 << 24;
+    /// `PERF_SAMPLE_MAX` (not ABI): the first undefined bit.
+    pub const MAX: u64 = 1 << 25;
+    /// `PERF_SAMPLE_WEIGHT_TYPE`: either weight format.
+    pub const WEIGHT_TYPE: u64 = WEIGHT | WEIGHT_STRUCT;
+    /// Every defined bit.
+    pub const KNOWN: u64 = MAX - 1;
+}
+
+/// `PERF_FORMAT_*` bits of `perf_event_attr::read_format`.
+pub mod read_format {
+    /// `PERF_FORMAT_TOTAL_TIME_ENABLED`.
+    pub const TOTAL_TIME_ENABLED: u64 = 1 << 0;
+    /// `PERF_FORMAT_TOTAL_TIME_RUNNING`.
+    pub const TOTAL_TIME_RUNNING: u64 = 1 << 1;
+    /// `PERF_FORMAT_ID`.
+    pub const ID: u64 = 1 << 2;
+    /// `PERF_FORMAT_GROUP`.
+    pub const GROUP: u64 = 1 << 3;
+    /// `PERF_FORMAT_LOST`.
+    pub const LOST: u64 = 1 << 4;
+    /// `PERF_FORMAT_MAX` (not ABI): the first undefined bit.
+    pub const MAX: u64 = 1 << 5;
+    /// Every defined bit.
+    pub const KNOWN: u64 = MAX - 1;
+}
+
+/// `PERF_SAMPLE_BRANCH_*` bits of `perf_event_attr::branch_sample_type`.
+pub mod branch_sample_type {
+    /// `PERF_SAMPLE_BRANCH_USER`: user-level branches.
+    pub const USER: u64 = 1 << 0;
+    /// `PERF_SAMPLE_BRANCH_KERNEL`: kernel-level branches.
+    pub const KERNEL: u64 = 1 << 1;
+    /// `PERF_SAMPLE_BRANCH_HV`: hypervisor-level branches.
+    pub const HV: u64 = 1 << 2;
+    /// `PERF_SAMPLE_BRANCH_ANY`.
+    pub const ANY: u64 = 1 << 3;
+    /// `PERF_SAMPLE_BRANCH_ANY_CALL`.
+    pub const ANY_CALL: u64 = 1 << 4;
+    /// `PERF_SAMPLE_BRANCH_ANY_RETURN`.
+    pub const ANY_RETURN: u64 = 1 << 5;
+    /// `PERF_SAMPLE_BRANCH_IND_CALL`.
+    pub const IND_CALL: u64 = 1 << 6;
+    /// `PERF_SAMPLE_BRANCH_ABORT_TX`.
+    pub const ABORT_TX: u64 = 1 << 7;
+    /// `PERF_SAMPLE_BRANCH_IN_TX`.
+    pub const IN_TX: u64 = 1 << 8;
+    /// `PERF_SAMPLE_BRANCH_NO_TX`.
+    pub const NO_TX: u64 = 1 << 9;
+    /// `PERF_SAMPLE_BRANCH_COND`.
+    pub const COND: u64 = 1 << 10;
+    /// `PERF_SAMPLE_BRANCH_CALL_STACK`.
+    pub const CALL_STACK: u64 = 1 << 11;
+    /// `PERF_SAMPLE_BRANCH_IND_JUMP`.
+    pub const IND_JUMP: u64 = 1 << 12;
+    /// `PERF_SAMPLE_BRANCH_CALL`.
+    pub const CALL: u64 = 1 << 13;
+    /// `PERF_SAMPLE_BRANCH_NO_FLAGS`.
+    pub const NO_FLAGS: u64 = 1 << 14;
+    /// `PERF_SAMPLE_BRANCH_NO_CYCLES`.
+    pub const NO_CYCLES: u64 = 1 << 15;
+    /// `PERF_SAMPLE_BRANCH_TYPE_SAVE`.
+    pub const TYPE_SAVE: u64 = 1 << 16;
+    /// `PERF_SAMPLE_BRANCH_HW_INDEX`.
+    pub const HW_INDEX: u64 = 1 << 17;
+    /// `PERF_SAMPLE_BRANCH_PRIV_SAVE`.
+    pub const PRIV_SAVE: u64 = 1 << 18;
+    /// `PERF_SAMPLE_BRANCH_COUNTERS` (Linux 6.8).
+    pub const COUNTERS: u64 = 1 << 19;
+    /// `PERF_SAMPLE_BRANCH_MAX` (not ABI): the first undefined bit.
+    pub const MAX: u64 = 1 << 20;
+    /// `PERF_SAMPLE_BRANCH_PLM_ALL`: the privilege-level bits.
+    pub const PLM_ALL: u64 = USER | KERNEL | HV;
+    /// The privilege levels whose capture needs kernel-profiling permission.
+    pub const PERM_PLM: u64 = KERNEL | HV;
+}
+
+/// x86-64 register numbering for `sample_regs_user` / `sample_regs_intr`
+/// (`arch/x86/include/uapi/asm/perf_regs.h`).
+pub mod x86_regs {
+    /// `PERF_REG_X86_DS`.
+    pub const DS: u32 = 12;
+    /// `PERF_REG_X86_ES`.
+    pub const ES: u32 = 13;
+    /// `PERF_REG_X86_FS`.
+    pub const FS: u32 = 14;
+    /// `PERF_REG_X86_GS`.
+    pub const GS: u32 = 15;
+    /// `PERF_REG_X86_64_MAX`: one past R15.
+    pub const X86_64_MAX: u32 = 24;
+    /// `PERF_REG_X86_XMM0`: first XMM register (each takes two bits).
+    pub const XMM0: u32 = 32;
+    /// Segment registers the kernel cannot sample on x86-64 (`REG_NOSUPPORT`).
+    pub const NOT_SUPPORTED: u64 = (1 << DS) | (1 << ES) | (1 << FS) | (1 << GS);
+    /// `PERF_REG_X86_RESERVED`: bits between the last GPR and XMM0.
+    pub const RESERVED: u64 = ((1 << XMM0) - 1) & !((1 << X86_64_MAX) - 1);
+    /// The extended (XMM) registers: a PMU needs the extended-regs capability.
+    pub const EXTENDED_MASK: u64 = !((1u64 << XMM0) - 1);
+}
+
+/// `PERF_SAMPLE_REGS_ABI_*`: the ABI word in front of sampled registers.
+pub mod regs_abi {
+    /// `PERF_SAMPLE_REGS_ABI_NONE`: no registers follow.
+    pub const NONE: u64 = 0;
+    /// `PERF_SAMPLE_REGS_ABI_32`.
+    pub const ABI_32: u64 = 1;
+    /// `PERF_SAMPLE_REGS_ABI_64`.
+    pub const ABI_64: u64 = 2;
+}

@@ -1,0 +1,39 @@
+//! Attr copy-in and validation, with the errno Linux 6.18 gives, in Linux's order.
+//!
+//! Three steps, as `perf_event_open(2)` takes them:
+//!
+//! 1. [`copy_attr`]: size negotiation (spec §B.1, `perf_copy_attr` +
+//!    `copy_struct_from_user`), then
+//! 2. the post-copy checks of `perf_copy_attr` (spec §B.2, [`CopyPolicy`]
+//!    holds what they need to know of the system), then, once the PMUs are known,
+//! 3. [`check_event`]: the open-time rules that depend only on the attrs and
+//!    the PMU capabilities of the event and of its group leader (spec §B.3,
+//!    §B.4, §B.5, §B.7): AUX output, AUX pause/resume, `aux_sample_size`
+//!    and its AUX leader, clocks, and group membership.
+//!
+//! ```
+//! use perfaux::abi::{sample_type, PERF_ATTR_SIZE_VER6};
+//! use perfaux::attr::{check_event, copy_attr, CopyPolicy, GroupLeader};
+//! use perfaux::{Error, PmuCaps};
+//!
+//! // A VER6 attr asking for 4 KiB of AUX data per sample.
+//! let mut user = [0u8; PERF_ATTR_SIZE_VER6 as usize];
+//! user[4..8].copy_from_slice(&PERF_ATTR_SIZE_VER6.to_ne_bytes());
+//! user[24..32].copy_from_slice(&sample_type::AUX.to_ne_bytes());
+//! user[112..116].copy_from_slice(&4096u32.to_ne_bytes());
+//! let sampler = copy_attr(&mut user, &CopyPolicy::default()).unwrap();
+//!
+//! // Alone it cannot open: aux_sample_size needs an AUX leader with snapshot_aux.
+//! assert_eq!(check_event(&sampler, PmuCaps::NONE, None), Err(Error::Invalid));
+//! let pt = perfaux::abi::PerfEventAttr::new(PERF_ATTR_SIZE_VER6);
+//! let leader = GroupLeader { attr: &pt, caps: PmuCaps::AUX | PmuCaps::SNAPSHOT_AUX };
+//! assert_eq!(check_event(&sampler, PmuCaps::NONE, Some(leader)), Ok(()));
+//! ```
+
+mod copy;
+mod open;
+mod validate;
+
+pub use copy::{copy_attr, write_back_size};
+pub use open::{EventClock, GroupLeader, check_event, needs_aux_event};
+pub use validate::{CopyPolicy, validate_attr};

@@ -1,0 +1,28 @@
+//! # perfaux-ffi
+//!
+//! The C ABI of the perfaux engine. `include/perfaux.h` is generated from
+//! this crate by cbindgen and committed; a test fails when it drifts.
+//!
+//! Conventions, for every function:
+//! - the result is 0 (or a length) on success and a negative Linux errno on
+//!   failure;
+//! - null, misaligned, too small or inconsistent arguments are refused with
+//!   `-EINVAL` (the caller's own objects) or `-EFAULT` (memory standing for
+//!   user space);
+//! - no panic can cross the boundary: the paths are checked so that none is
+//!   reachable, and the crate is built with `panic = "abort"`.
+//!
+//! The crate is `no_std` on bare targets (`x86_64-unknown-none`, the kernel
+//! module build) and uses std elsewhere.
+
+#![cfg_attr(target_os = "none", no_std)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+mod attr;
+mod caps;
+#[cfg(target_os = "none")]
+mod panic;
+
+pub use attr::*;
+pub use caps::*;

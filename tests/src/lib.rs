@@ -1,0 +1,1 @@
+//! Host-side shims shared by the integration tests.
