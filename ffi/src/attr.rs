@@ -71,7 +71,7 @@ pub unsafe extern "C" fn perfaux_attr_copy(
             unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), out.cast::<u8>(), bytes.len()) };
             0
         }
-        Err(e) => e.errno(),
+        Err(rule) => rule.error().errno(),
     }
 }
 
@@ -117,8 +117,8 @@ pub unsafe extern "C" fn perfaux_event_check(
     // SAFETY: as above, for `leader_attr`.
     let leader = unsafe { read_attr(leader_attr) };
     for a in [Some(&attr), leader.as_ref()].into_iter().flatten() {
-        if let Err(e) = validate_attr(&mut a.clone(), &CopyPolicy::default()) {
-            return e.errno();
+        if let Err(rule) = validate_attr(&mut a.clone(), &CopyPolicy::default()) {
+            return rule.error().errno();
         }
     }
     let leader = leader.as_ref().map(|attr| GroupLeader {
@@ -127,7 +127,7 @@ pub unsafe extern "C" fn perfaux_event_check(
     });
     match check_event(&attr, caps, leader) {
         Ok(()) => 0,
-        Err(e) => e.errno(),
+        Err(rule) => rule.error().errno(),
     }
 }
 

@@ -1,5 +1,8 @@
 //! Attr copy-in and validation, with the errno Linux 6.18 gives, in Linux's order.
 //!
+//! Every refusal is a [`Rule`] naming the check that failed; [`Rule::error`]
+//! (or `Error::from`) gives the errno.
+//!
 //! Three steps, as `perf_event_open(2)` takes them:
 //!
 //! 1. [`copy_attr`]: size negotiation (spec §B.1, `perf_copy_attr` +
@@ -13,7 +16,7 @@
 //!
 //! ```
 //! use perfaux::abi::{sample_type, PERF_ATTR_SIZE_VER6};
-//! use perfaux::attr::{check_event, copy_attr, CopyPolicy, GroupLeader};
+//! use perfaux::attr::{check_event, copy_attr, CopyPolicy, GroupLeader, Rule};
 //! use perfaux::{Error, PmuCaps};
 //!
 //! // A VER6 attr asking for 4 KiB of AUX data per sample.
@@ -24,7 +27,9 @@
 //! let sampler = copy_attr(&mut user, &CopyPolicy::default()).unwrap();
 //!
 //! // Alone it cannot open: aux_sample_size needs an AUX leader with snapshot_aux.
-//! assert_eq!(check_event(&sampler, PmuCaps::NONE, None), Err(Error::Invalid));
+//! let refused = check_event(&sampler, PmuCaps::NONE, None).unwrap_err();
+//! assert_eq!(refused, Rule::AuxEventWithoutLeader);
+//! assert_eq!(refused.error(), Error::Invalid);
 //! let pt = perfaux::abi::PerfEventAttr::new(PERF_ATTR_SIZE_VER6);
 //! let leader = GroupLeader { attr: &pt, caps: PmuCaps::AUX | PmuCaps::SNAPSHOT_AUX };
 //! assert_eq!(check_event(&sampler, PmuCaps::NONE, Some(leader)), Ok(()));
@@ -32,8 +37,10 @@
 
 mod copy;
 mod open;
+mod rule;
 mod validate;
 
 pub use copy::{copy_attr, write_back_size};
 pub use open::{EventClock, GroupLeader, check_event, needs_aux_event};
+pub use rule::Rule;
 pub use validate::{CopyPolicy, validate_attr};

@@ -1,9 +1,9 @@
 //! Open-time rules that depend only on the attrs and the PMU capabilities
 //! of an event and of its group leader (spec §B.3, §B.4, §B.5, §B.7).
 
+use super::rule::Rule;
 use crate::abi::{PerfEventAttr, x86_regs};
 use crate::caps::PmuCaps;
-use crate::error::{Error, Result};
 
 /// The group leader an event is opened under (`group_fd`, without
 /// `PERF_FLAG_FD_NO_GROUP`).
@@ -33,8 +33,9 @@ pub enum EventClock {
 }
 
 impl EventClock {
-    /// The clock of an attr: `EINVAL` for an unknown `clockid` under `use_clockid`.
-    pub const fn of(attr: &PerfEventAttr) -> Result<EventClock> {
+    /// The clock of an attr; [`Rule::UnknownClock`] for an unknown `clockid`
+    /// under `use_clockid`.
+    pub const fn of(attr: &PerfEventAttr) -> Result<EventClock, Rule> {
         if !attr.use_clockid() {
             return Ok(EventClock::Perf);
         }
@@ -44,7 +45,7 @@ impl EventClock {
             4 => EventClock::MonotonicRaw,
             7 => EventClock::Boottime,
             11 => EventClock::Tai,
-            _ => return Err(Error::Invalid),
+            _ => return Err(Rule::UnknownClock),
         })
     }
 
@@ -92,40 +93,41 @@ pub fn check_event(
     attr: &PerfEventAttr,
     caps: PmuCaps,
     leader: Option<GroupLeader<'_>>,
-) -> Result<()> {
+) -> Result<(), Rule> {
     check_pmu_init(attr, caps)?;
     check_alloc_aux(attr, caps)?;
 
     if attr.sample_period != 0 && caps.contains(PmuCaps::NO_INTERRUPT) {
-        return Err(Error::NotSupported);
+        return Err(Rule::SamplingUnsupported);
     }
 
     let clock = EventClock::of(attr)?;
     if !clock.nmi_safe() && !caps.contains(PmuCaps::NO_NMI) {
-        return Err(Error::Invalid);
+        return Err(Rule::ClockNotNmiSafe);
     }
 
     if let Some(leader) = leader {
-        if EventClock::of(leader.attr)? != clock {
-            return Err(Error::Invalid);
+        // An unusable leader clock cannot equal a usable one.
+        if EventClock::of(leader.attr) != Ok(clock) {
+            return Err(Rule::GroupClockMismatch);
         }
         // Only a group leader can be exclusive or pinned.
         if attr.exclusive() || attr.pinned() {
-            return Err(Error::Invalid);
+            return Err(Rule::SiblingPinnedOrExclusive);
         }
     }
 
-    if needs_aux_event(attr) && !aux_leader_acceptable(attr, caps, leader) {
-        return Err(Error::Invalid);
+    if needs_aux_event(attr) {
+        check_aux_leader(attr, caps, leader)?;
     }
     Ok(())
 }
 
 /// Step 1: the generic checks after a PMU's `event_init` accepted the event.
-fn check_pmu_init(attr: &PerfEventAttr, caps: PmuCaps) -> Result<()> {
+fn check_pmu_init(attr: &PerfEventAttr, caps: PmuCaps) -> Result<(), Rule> {
     let extended_regs = (attr.sample_regs_user | attr.sample_regs_intr) & x86_regs::EXTENDED_MASK;
     if extended_regs != 0 && !caps.contains(PmuCaps::EXTENDED_REGS) {
-        return Err(Error::NotSupported);
+        return Err(Rule::ExtendedRegs);
     }
     let any_exclude = attr.exclude_idle()
         || attr.exclude_user()
@@ -134,58 +136,70 @@ fn check_pmu_init(attr: &PerfEventAttr, caps: PmuCaps) -> Result<()> {
         || attr.exclude_guest()
         || attr.exclude_host();
     if any_exclude && caps.contains(PmuCaps::NO_EXCLUDE) {
-        return Err(Error::Invalid);
+        return Err(Rule::NoExclude);
     }
     Ok(())
 }
 
 /// Step 2: the AUX rules of `perf_event_alloc`.
-fn check_alloc_aux(attr: &PerfEventAttr, caps: PmuCaps) -> Result<()> {
-    if attr.aux_output()
-        && (!caps.contains(PmuCaps::AUX_OUTPUT) || attr.aux_pause() || attr.aux_resume())
-    {
-        return Err(Error::NotSupported);
+fn check_alloc_aux(attr: &PerfEventAttr, caps: PmuCaps) -> Result<(), Rule> {
+    if attr.aux_output() {
+        if !caps.contains(PmuCaps::AUX_OUTPUT) {
+            return Err(Rule::AuxOutputUnsupported);
+        }
+        if attr.aux_pause() || attr.aux_resume() {
+            return Err(Rule::AuxOutputWithPauseResume);
+        }
     }
     if attr.aux_pause() && attr.aux_resume() {
-        return Err(Error::Invalid);
+        return Err(Rule::AuxPauseAndResume);
     }
     if attr.aux_start_paused() && !caps.contains(PmuCaps::AUX_PAUSE) {
-        return Err(Error::NotSupported);
+        return Err(Rule::AuxStartPausedUnsupported);
     }
     Ok(())
 }
 
 /// Step 6: `perf_get_aux_event` minus the reference it takes.
-fn aux_leader_acceptable(
+fn check_aux_leader(
     attr: &PerfEventAttr,
     caps: PmuCaps,
     leader: Option<GroupLeader<'_>>,
-) -> bool {
+) -> Result<(), Rule> {
     let Some(leader) = leader else {
-        return false;
+        return Err(Rule::AuxEventWithoutLeader);
     };
     if attr.aux_output() && attr.aux_sample_size != 0 {
-        return false;
+        return Err(Rule::AuxOutputAndSampleSize);
     }
     // perf_aux_output_match: the leader has an AUX area and this PMU's
     // aux_output_match accepts it (x86: the leader is an Intel PT event).
     let output_match = leader.caps.contains(PmuCaps::AUX.union(PmuCaps::ITRACE))
         && caps.contains(PmuCaps::AUX_OUTPUT);
     if attr.aux_output() && !output_match {
-        return false;
+        return Err(Rule::AuxOutputLeaderMismatch);
     }
     if (attr.aux_pause() || attr.aux_resume()) && !leader.caps.contains(PmuCaps::AUX_PAUSE) {
-        return false;
+        return Err(Rule::AuxLeaderCannotPause);
     }
     if attr.aux_sample_size != 0 && !leader.caps.contains(PmuCaps::SNAPSHOT_AUX) {
-        return false;
+        return Err(Rule::AuxLeaderWithoutSnapshot);
     }
-    true
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
+
+    fn check_event(
+        attr: &PerfEventAttr,
+        caps: PmuCaps,
+        leader: Option<GroupLeader<'_>>,
+    ) -> Result<(), Error> {
+        super::check_event(attr, caps, leader).map_err(Error::from)
+    }
     use crate::abi::{PERF_ATTR_SIZE_VER8, attr_flags, aux_action};
 
     const PT: PmuCaps = PmuCaps::AUX

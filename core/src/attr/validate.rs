@@ -1,10 +1,10 @@
 //! The post-copy checks of `perf_copy_attr` (spec §B.2), in Linux 6.18's order.
 
+use super::rule::Rule;
 use crate::abi::{
     PerfEventAttr, attr_flags, aux_action, branch_sample_type as br, read_format,
     sample_type as st, x86_regs,
 };
-use crate::error::{Error, Result};
 
 /// What the post-copy checks need to know about the system they emulate.
 ///
@@ -69,18 +69,18 @@ impl Default for CopyPolicy {
 ///
 /// Nothing relates `aux_sample_size` to `PERF_SAMPLE_AUX`, and any
 /// `aux_sample_size` is accepted: it is clamped per sample.
-pub fn validate_attr(attr: &mut PerfEventAttr, policy: &CopyPolicy) -> Result<()> {
+pub fn validate_attr(attr: &mut PerfEventAttr, policy: &CopyPolicy) -> Result<(), Rule> {
     if attr.flags & attr_flags::RESERVED != 0
         || attr.reserved_2 != 0
         || attr.aux_action & aux_action::RESERVED != 0
     {
-        return Err(Error::Invalid);
+        return Err(Rule::ReservedBits);
     }
     if attr.sample_type & !st::KNOWN != 0 {
-        return Err(Error::Invalid);
+        return Err(Rule::UnknownSampleType);
     }
     if attr.read_format & !read_format::KNOWN != 0 {
-        return Err(Error::Invalid);
+        return Err(Rule::UnknownReadFormat);
     }
 
     if attr.sample_type & st::BRANCH_STACK != 0 {
@@ -88,16 +88,16 @@ pub fn validate_attr(attr: &mut PerfEventAttr, policy: &CopyPolicy) -> Result<()
     }
 
     if attr.sample_type & st::REGS_USER != 0 {
-        validate_regs(attr.sample_regs_user)?;
+        validate_regs(attr.sample_regs_user).map_err(|()| Rule::RegsUserMask)?;
     }
 
     if attr.sample_type & st::STACK_USER != 0 {
         if !policy.user_stack_dump {
-            return Err(Error::NoSys);
+            return Err(Rule::NoUserStackDump);
         }
         // A u32 field, but the u16 record size bounds what can be dumped.
         if attr.sample_stack_user >= u32::from(u16::MAX) || attr.sample_stack_user % 8 != 0 {
-            return Err(Error::Invalid);
+            return Err(Rule::StackUserSize);
         }
     }
 
@@ -108,37 +108,37 @@ pub fn validate_attr(attr: &mut PerfEventAttr, policy: &CopyPolicy) -> Result<()
     // Linux stores this result and carries on (spec §B.2 #8): a later
     // check's error is returned first.
     let regs_intr = if attr.sample_type & st::REGS_INTR != 0 {
-        validate_regs(attr.sample_regs_intr)
+        validate_regs(attr.sample_regs_intr).map_err(|()| Rule::RegsIntrMask)
     } else {
         Ok(())
     };
 
     if attr.sample_type & st::CGROUP != 0 && !policy.cgroup_perf {
-        return Err(Error::Invalid);
+        return Err(Rule::CgroupUnsupported);
     }
     if attr.sample_type & st::WEIGHT_TYPE == st::WEIGHT_TYPE {
-        return Err(Error::Invalid);
+        return Err(Rule::WeightAndWeightStruct);
     }
     if !attr.inherit() && attr.inherit_thread() {
-        return Err(Error::Invalid);
+        return Err(Rule::InheritThreadWithoutInherit);
     }
     if attr.remove_on_exec() && attr.enable_on_exec() {
-        return Err(Error::Invalid);
+        return Err(Rule::RemoveOnExecWithEnableOnExec);
     }
     if attr.sigtrap() && !attr.remove_on_exec() {
-        return Err(Error::Invalid);
+        return Err(Rule::SigtrapWithoutRemoveOnExec);
     }
     regs_intr
 }
 
 /// Check 4: the branch filter, with the privilege-level propagation.
-fn check_branch_sample_type(attr: &mut PerfEventAttr, policy: &CopyPolicy) -> Result<()> {
+fn check_branch_sample_type(attr: &mut PerfEventAttr, policy: &CopyPolicy) -> Result<(), Rule> {
     let mut mask = attr.branch_sample_type;
     if mask & !(br::MAX - 1) != 0 {
-        return Err(Error::Invalid);
+        return Err(Rule::UnknownBranchType);
     }
     if mask & !br::PLM_ALL == 0 {
-        return Err(Error::Invalid);
+        return Err(Rule::NoBranchType);
     }
     if mask & br::PLM_ALL == 0 {
         if !attr.exclude_kernel() {
@@ -154,16 +154,16 @@ fn check_branch_sample_type(attr: &mut PerfEventAttr, policy: &CopyPolicy) -> Re
         attr.branch_sample_type = mask;
     }
     if mask & br::PERM_PLM != 0 && !policy.kernel_allowed {
-        return Err(Error::Access);
+        return Err(Rule::BranchPrivilege);
     }
     Ok(())
 }
 
 /// x86-64 `perf_reg_validate`: a non-empty mask without the segment
 /// registers the kernel cannot sample and without the reserved bits.
-fn validate_regs(mask: u64) -> Result<()> {
+fn validate_regs(mask: u64) -> Result<(), ()> {
     if mask == 0 || mask & (x86_regs::NOT_SUPPORTED | x86_regs::RESERVED) != 0 {
-        Err(Error::Invalid)
+        Err(())
     } else {
         Ok(())
     }
@@ -172,6 +172,13 @@ fn validate_regs(mask: u64) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
+
+    type Result<T> = core::result::Result<T, Error>;
+
+    fn validate(a: &mut PerfEventAttr, policy: &CopyPolicy) -> Result<()> {
+        validate_attr(a, policy).map_err(Error::from)
+    }
     use crate::abi::PERF_ATTR_SIZE_VER8;
 
     fn attr() -> PerfEventAttr {
@@ -179,7 +186,7 @@ mod tests {
     }
 
     fn check(mut a: PerfEventAttr) -> Result<PerfEventAttr> {
-        validate_attr(&mut a, &CopyPolicy::default()).map(|()| a)
+        validate(&mut a, &CopyPolicy::default()).map(|()| a)
     }
 
     #[test]
@@ -250,17 +257,11 @@ mod tests {
             kernel_allowed: false,
             ..CopyPolicy::default()
         };
-        assert_eq!(
-            validate_attr(&mut a.clone(), &no_kernel),
-            Err(Error::Access)
-        );
+        assert_eq!(validate(&mut a.clone(), &no_kernel), Err(Error::Access));
         a.flags = attr_flags::EXCLUDE_KERNEL | attr_flags::EXCLUDE_HV;
-        assert!(validate_attr(&mut a.clone(), &no_kernel).is_ok());
+        assert!(validate(&mut a.clone(), &no_kernel).is_ok());
         a.branch_sample_type = br::ANY | br::HV; // explicit level: not adjusted
-        assert_eq!(
-            validate_attr(&mut a.clone(), &no_kernel),
-            Err(Error::Access)
-        );
+        assert_eq!(validate(&mut a.clone(), &no_kernel), Err(Error::Access));
     }
 
     #[test]
@@ -300,7 +301,7 @@ mod tests {
             ..CopyPolicy::default()
         };
         a.sample_stack_user = 12;
-        assert_eq!(validate_attr(&mut a.clone(), &no_dump), Err(Error::NoSys));
+        assert_eq!(validate(&mut a.clone(), &no_dump), Err(Error::NoSys));
     }
 
     #[test]
@@ -325,7 +326,7 @@ mod tests {
         let mut b = attr();
         b.sample_type = st::REGS_INTR | st::WEIGHT_TYPE;
         assert_eq!(
-            validate_attr(&mut b, &CopyPolicy::default()),
+            validate(&mut b, &CopyPolicy::default()),
             Err(Error::Invalid)
         );
         assert_eq!(b.sample_max_stack, 127);
@@ -356,7 +357,7 @@ mod tests {
             cgroup_perf: false,
             ..CopyPolicy::default()
         };
-        assert_eq!(validate_attr(&mut a, &no_cgroup), Err(Error::Invalid));
+        assert_eq!(validate(&mut a, &no_cgroup), Err(Error::Invalid));
     }
 
     #[test]
