@@ -152,8 +152,8 @@ fn aux_model(a: &PerfEventAttr, caps: PmuCaps, leader: Option<PmuCaps>) -> Resul
     let Some(l) = leader else {
         return Err(Error::Invalid);
     };
-    let refused = (output && a.aux_sample_size != 0)
-        || (output && !(has(l, PmuCaps::AUX) && has(l, PmuCaps::ITRACE)))
+    let leader_is_tracer = has(l, PmuCaps::AUX) && has(l, PmuCaps::ITRACE);
+    let refused = (output && (a.aux_sample_size != 0 || !leader_is_tracer))
         || ((pause || resume) && !has(l, PmuCaps::AUX_PAUSE))
         || (a.aux_sample_size != 0 && !has(l, PmuCaps::SNAPSHOT_AUX));
     if refused { Err(Error::Invalid) } else { Ok(()) }
@@ -221,71 +221,57 @@ proptest! {
     }
 }
 
+/// `perfaux_attr_copy` for callers passing null or valid pointers.
+fn copy(uattr: *mut u8, readable: usize, out: *mut u8, out_len: usize) -> i32 {
+    // SAFETY: every caller below passes null or pointers valid for the lengths given.
+    unsafe { perfaux_attr_copy(uattr.cast(), readable, out.cast(), out_len) }
+}
+
+/// `perfaux_event_check` for callers passing null or 136-byte attrs.
+fn check(attr: *const u8, caps: u32, leader: *const u8, leader_caps: u32) -> i32 {
+    // SAFETY: every caller below passes null or pointers to 136 readable bytes.
+    unsafe { perfaux_event_check(attr.cast(), caps, leader.cast(), leader_caps) }
+}
+
 #[test]
 fn c_entry_points_refuse_bad_arguments() {
     let mut attr = PerfEventAttr::new(136).to_bytes();
     let mut out = [0u8; 136];
-    let null = std::ptr::null_mut();
-    // SAFETY (all calls): pointers are null or valid for the lengths given.
-    unsafe {
-        assert_eq!(
-            perfaux_attr_copy(null, 136, out.as_mut_ptr().cast(), 136),
-            Error::Fault.errno()
-        );
-        assert_eq!(
-            perfaux_attr_copy(attr.as_mut_ptr().cast(), 7, out.as_mut_ptr().cast(), 136),
-            Error::Fault.errno()
-        );
-        assert_eq!(
-            perfaux_attr_copy(attr.as_mut_ptr().cast(), 136, null, 136),
-            Error::Invalid.errno()
-        );
-        assert_eq!(
-            perfaux_attr_copy(attr.as_mut_ptr().cast(), 136, out.as_mut_ptr().cast(), 135),
-            Error::Invalid.errno()
-        );
-        // out overlapping the attr
-        let p = attr.as_mut_ptr();
-        assert_eq!(
-            perfaux_attr_copy(p.cast(), 136, p.add(8).cast(), 136),
-            Error::Invalid.errno()
-        );
-        assert_eq!(
-            perfaux_attr_copy(p.cast(), 136, out.as_mut_ptr().cast(), 136),
-            0
-        );
-        // A huge readable length is clamped to one page, never turned into a slice past it.
-        let mut big = vec![0u8; 4096];
-        big[4..8].copy_from_slice(&136u32.to_ne_bytes());
-        assert_eq!(
-            perfaux_attr_copy(big.as_mut_ptr().cast(), 4096, out.as_mut_ptr().cast(), 136),
-            0
-        );
-        assert_eq!(
-            perfaux_event_check(std::ptr::null(), 0, std::ptr::null(), 0),
-            Error::Invalid.errno()
-        );
-        assert_eq!(
-            perfaux_event_check(out.as_ptr().cast(), 1 << 31, std::ptr::null(), 0),
-            Error::Invalid.errno()
-        );
-        assert_eq!(
-            perfaux_event_check(out.as_ptr().cast(), 0, std::ptr::null(), 1 << 20),
-            Error::Invalid.errno()
-        );
-        // An attr that did not go through perfaux_attr_copy is checked again.
-        let mut raw = PerfEventAttr::new(136);
-        raw.reserved_2 = 1;
-        assert_eq!(
-            perfaux_event_check(raw.to_bytes().as_ptr().cast(), 0, std::ptr::null(), 0),
-            Error::Invalid.errno()
-        );
-        // Unaligned attrs are fine.
-        let mut shifted = [0u8; 137];
-        shifted[1..].copy_from_slice(&out);
-        assert_eq!(
-            perfaux_event_check(shifted.as_ptr().add(1).cast(), 0, std::ptr::null(), 0),
-            0
-        );
-    }
+    let (null, cnull) = (std::ptr::null_mut::<u8>(), std::ptr::null::<u8>());
+    let a = attr.as_mut_ptr();
+    let o = out.as_mut_ptr();
+    assert_eq!(copy(null, 136, o, 136), Error::Fault.errno());
+    assert_eq!(copy(a, 7, o, 136), Error::Fault.errno());
+    assert_eq!(copy(a, 136, null, 136), Error::Invalid.errno());
+    assert_eq!(copy(a, 136, o, 135), Error::Invalid.errno());
+    assert_eq!(
+        copy(a, 136, a.wrapping_add(8), 136),
+        Error::Invalid.errno(),
+        "out overlaps the attr"
+    );
+    assert_eq!(copy(a, 136, o, 136), 0);
+    // A huge readable length is clamped to one page, never turned into a slice past it.
+    let mut big = vec![0u8; 4096];
+    big[4..8].copy_from_slice(&136u32.to_ne_bytes());
+    assert_eq!(copy(big.as_mut_ptr(), 4096, o, 136), 0);
+
+    assert_eq!(check(cnull, 0, cnull, 0), Error::Invalid.errno());
+    assert_eq!(check(o, 1 << 31, cnull, 0), Error::Invalid.errno());
+    assert_eq!(check(o, 0, cnull, 1 << 20), Error::Invalid.errno());
+    // An attr that did not go through perfaux_attr_copy is checked again.
+    let mut raw = PerfEventAttr::new(136);
+    raw.reserved_2 = 1;
+    assert_eq!(
+        check(raw.to_bytes().as_ptr(), 0, cnull, 0),
+        Error::Invalid.errno()
+    );
+    // So is a leader attr.
+    assert_eq!(
+        check(o, 0, raw.to_bytes().as_ptr(), 0),
+        Error::Invalid.errno()
+    );
+    // Unaligned attrs are fine.
+    let mut shifted = [0u8; 137];
+    shifted[1..].copy_from_slice(&out);
+    assert_eq!(check(shifted.as_ptr().wrapping_add(1), 0, cnull, 0), 0);
 }
