@@ -325,11 +325,8 @@ mod against_system_header {
                 // SAFETY: writing the bit-field view of a zeroed u64 union.
                 unsafe { m.__bindgen_anon_1.__bindgen_anon_1.$setter(1) };
                 // SAFETY: reading the u64 view of the same union.
-                assert_eq!(
-                    unsafe { m.__bindgen_anon_1.capabilities },
-                    $ours,
-                    stringify!($setter)
-                );
+                let word = unsafe { m.__bindgen_anon_1.capabilities };
+                assert_eq!(word, $ours, stringify!($setter));
             }};
         }
         cap!(set_cap_bit0, mmap_caps::BIT0);
