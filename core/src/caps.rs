@@ -48,6 +48,21 @@ impl PmuCaps {
     /// Every capability perfaux defines.
     pub const ALL: PmuCaps = PmuCaps((1 << 11) - 1);
 
+    /// Every capability with a short name (as the `perfaux` tool spells them).
+    pub const NAMES: &[(&'static str, PmuCaps)] = &[
+        ("aux", Self::AUX),
+        ("snapshot-aux", Self::SNAPSHOT_AUX),
+        ("aux-pause", Self::AUX_PAUSE),
+        ("aux-output", Self::AUX_OUTPUT),
+        ("itrace", Self::ITRACE),
+        ("exclusive", Self::EXCLUSIVE),
+        ("no-nmi", Self::NO_NMI),
+        ("no-interrupt", Self::NO_INTERRUPT),
+        ("extended-regs", Self::EXTENDED_REGS),
+        ("no-exclude", Self::NO_EXCLUDE),
+        ("aux-no-sg", Self::AUX_NO_SG),
+    ];
+
     /// The set from raw bits; `None` if a bit is not defined.
     pub const fn from_bits(bits: u32) -> Option<PmuCaps> {
         if bits & !Self::ALL.0 != 0 {
@@ -83,5 +98,22 @@ impl core::ops::BitOr for PmuCaps {
 impl core::ops::BitOrAssign for PmuCaps {
     fn bitor_assign(&mut self, rhs: PmuCaps) {
         *self = self.union(rhs);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_cover_every_capability_once() {
+        let mut all = PmuCaps::NONE;
+        for (name, cap) in PmuCaps::NAMES {
+            assert_eq!(cap.bits().count_ones(), 1, "{name}");
+            assert!(!all.contains(*cap), "{name} listed twice");
+            all |= *cap;
+        }
+        assert_eq!(all, PmuCaps::ALL);
+        assert_eq!(PmuCaps::from_bits(PmuCaps::ALL.bits()), Some(PmuCaps::ALL));
     }
 }

@@ -207,6 +207,8 @@ macro_rules! attr_flag_bits {
             pub const KNOWN: u64 = (1 << 38) - 1;
             /// `__reserved_1`: bits 38..63, must be zero.
             pub const RESERVED: u64 = !KNOWN;
+            /// Every one-bit flag with its C name (`precise_ip` is separate).
+            pub const NAMES: &[(&str, u64)] = &[$((stringify!($getter), $konst)),*];
         }
 
         impl PerfEventAttr {

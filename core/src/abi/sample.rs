@@ -58,6 +58,34 @@ pub mod sample_type {
     pub const WEIGHT_TYPE: u64 = WEIGHT | WEIGHT_STRUCT;
     /// Every defined bit.
     pub const KNOWN: u64 = MAX - 1;
+    /// Every defined bit with its name (the `PERF_*_` prefix left off).
+    pub const NAMES: &[(&str, u64)] = &[
+        ("IP", IP),
+        ("TID", TID),
+        ("TIME", TIME),
+        ("ADDR", ADDR),
+        ("READ", READ),
+        ("CALLCHAIN", CALLCHAIN),
+        ("ID", ID),
+        ("CPU", CPU),
+        ("PERIOD", PERIOD),
+        ("STREAM_ID", STREAM_ID),
+        ("RAW", RAW),
+        ("BRANCH_STACK", BRANCH_STACK),
+        ("REGS_USER", REGS_USER),
+        ("STACK_USER", STACK_USER),
+        ("WEIGHT", WEIGHT),
+        ("DATA_SRC", DATA_SRC),
+        ("IDENTIFIER", IDENTIFIER),
+        ("TRANSACTION", TRANSACTION),
+        ("REGS_INTR", REGS_INTR),
+        ("PHYS_ADDR", PHYS_ADDR),
+        ("AUX", AUX),
+        ("CGROUP", CGROUP),
+        ("DATA_PAGE_SIZE", DATA_PAGE_SIZE),
+        ("CODE_PAGE_SIZE", CODE_PAGE_SIZE),
+        ("WEIGHT_STRUCT", WEIGHT_STRUCT),
+    ];
 }
 
 /// `PERF_FORMAT_*` bits of `perf_event_attr::read_format`.
@@ -76,6 +104,14 @@ pub mod read_format {
     pub const MAX: u64 = 1 << 5;
     /// Every defined bit.
     pub const KNOWN: u64 = MAX - 1;
+    /// Every defined bit with its name (the `PERF_*_` prefix left off).
+    pub const NAMES: &[(&str, u64)] = &[
+        ("TOTAL_TIME_ENABLED", TOTAL_TIME_ENABLED),
+        ("TOTAL_TIME_RUNNING", TOTAL_TIME_RUNNING),
+        ("ID", ID),
+        ("GROUP", GROUP),
+        ("LOST", LOST),
+    ];
 }
 
 /// `PERF_SAMPLE_BRANCH_*` bits of `perf_event_attr::branch_sample_type`.
@@ -126,6 +162,29 @@ pub mod branch_sample_type {
     pub const PLM_ALL: u64 = USER | KERNEL | HV;
     /// The privilege levels whose capture needs kernel-profiling permission.
     pub const PERM_PLM: u64 = KERNEL | HV;
+    /// Every defined bit with its name (the `PERF_*_` prefix left off).
+    pub const NAMES: &[(&str, u64)] = &[
+        ("USER", USER),
+        ("KERNEL", KERNEL),
+        ("HV", HV),
+        ("ANY", ANY),
+        ("ANY_CALL", ANY_CALL),
+        ("ANY_RETURN", ANY_RETURN),
+        ("IND_CALL", IND_CALL),
+        ("ABORT_TX", ABORT_TX),
+        ("IN_TX", IN_TX),
+        ("NO_TX", NO_TX),
+        ("COND", COND),
+        ("CALL_STACK", CALL_STACK),
+        ("IND_JUMP", IND_JUMP),
+        ("CALL", CALL),
+        ("NO_FLAGS", NO_FLAGS),
+        ("NO_CYCLES", NO_CYCLES),
+        ("TYPE_SAVE", TYPE_SAVE),
+        ("HW_INDEX", HW_INDEX),
+        ("PRIV_SAVE", PRIV_SAVE),
+        ("COUNTERS", COUNTERS),
+    ];
 }
 
 /// x86-64 register numbering for `sample_regs_user` / `sample_regs_intr`
@@ -159,4 +218,30 @@ pub mod regs_abi {
     pub const ABI_32: u64 = 1;
     /// `PERF_SAMPLE_REGS_ABI_64`.
     pub const ABI_64: u64 = 2;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn covers(names: &[(&str, u64)], known: u64) {
+        let mut all = 0;
+        for (name, bit) in names {
+            assert_eq!(bit.count_ones(), 1, "{name}");
+            assert_eq!(all & bit, 0, "{name} listed twice");
+            all |= bit;
+        }
+        assert_eq!(all, known);
+    }
+
+    #[test]
+    fn name_tables_cover_every_defined_bit_once() {
+        covers(sample_type::NAMES, sample_type::KNOWN);
+        covers(read_format::NAMES, read_format::KNOWN);
+        covers(branch_sample_type::NAMES, branch_sample_type::MAX - 1);
+        covers(
+            crate::abi::attr_flags::NAMES,
+            crate::abi::attr_flags::KNOWN & !crate::abi::attr_flags::PRECISE_IP_MASK,
+        );
+    }
 }
