@@ -45,7 +45,7 @@ fn aux_sampler_alone_is_refused_with_its_rule() {
 #[test]
 fn hex_from_the_command_line_and_stdin_agree() {
     // A VER0 attr (64 bytes) with size 64: the smallest valid one.
-    let mut attr = vec![0u8; 64];
+    let mut attr = [0u8; 64];
     attr[0] = 1; // software
     attr[4] = 64;
     let hex: String = attr.iter().map(|b| format!("{b:02x}")).collect();
@@ -61,7 +61,7 @@ fn hex_from_the_command_line_and_stdin_agree() {
 
 #[test]
 fn oversized_attr_reports_e2big_and_the_write_back() {
-    let mut attr = vec![0u8; 144];
+    let mut attr = [0u8; 144];
     attr[4] = 144;
     attr[140] = 1;
     let hex: String = attr.iter().map(|b| format!("{b:02x}")).collect();
