@@ -2,7 +2,7 @@
 //!
 //! A `no_std` engine for Linux perf's AUX sampling (`PERF_SAMPLE_AUX`,
 //! Linux 5.5): the user-space ABI, attr validation with the kernel's errno,
-//! and (in progress) the data ring, the AUX area, sample records and a
+//! the data ring, and (in progress) the AUX area, sample records and a
 //! PT-style PMU, all over caller-provided memory, with no allocation.
 //!
 //! The behaviour reference is the project's `spec/kernel-aux-sampling.md`;
@@ -12,18 +12,21 @@
 //! - [`abi`]: `perf_event_attr`, records, `perf_event_mmap_page`, with every
 //!   size and offset asserted;
 //! - [`attr`]: attr copy-in (size negotiation) and the open-time checks;
+//! - [`ring`]: the data ring: output handles with NMI nesting, lost
+//!   records, wakeups, and its consumers;
 //! - [`PmuCaps`]: what a PMU can do, as those checks need to know;
 //! - [`Error`]: the one error type, one Linux errno per variant.
 
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
-#![forbid(unsafe_code)]
 
 pub mod abi;
 pub mod attr;
 mod caps;
 mod error;
+pub mod ring;
+mod sync;
 
 pub use caps::PmuCaps;
 pub use error::{Error, Result};

@@ -1,1 +1,5 @@
-//! Host-side shims shared by the integration tests.
+//! Host-side shims shared by the integration tests and benchmarks: page
+//! memory for rings, and helpers to build rings and consumers over it.
+
+pub mod mem;
+pub mod records;

@@ -1,0 +1,329 @@
+//! [`OutputHandle`]: reserving, writing and publishing one record
+//! (`perf_output_begin` / `copy` / `skip` / `end`, spec §C.3-§C.6).
+//!
+//! Memory ordering with the consumer (spec §C.7, the kernel's A/B/C/D):
+//!
+//! ```text
+//!   writer (this module)              consumer (Consumer)
+//!   if (LOAD data_tail) {      (A)    LOAD data_head            (C: Acquire)
+//!       STORE record bytes            LOAD record bytes
+//!       STORE data_head        (B)    STORE data_tail           (D: fence + Release)
+//!   }
+//! ```
+//! A: the `data_tail` load is Acquire (the kernel relies on a control
+//! dependency; Acquire is stronger). B: the `data_head` store is Release.
+
+use core::marker::PhantomData;
+
+use super::buffer::Ring;
+use super::hook::{Mutation, NestHook, Point};
+use super::sample_id::LostSource;
+use crate::abi::{MAX_RECORD_SIZE, PerfEventHeader, record_type};
+use crate::error::{Error, Result};
+use crate::sync::{Ordering, compiler_fence, copy_to};
+
+/// Size of a `PERF_RECORD_LOST` before its sample_id trailer.
+const LOST_RECORD_SIZE: usize = 24;
+
+/// An open reservation in a [`Ring`]: `begin` made it, `copy`/`skip`/`put_*`
+/// fill it, and `end` (or dropping the handle) publishes it.
+///
+/// Writes never go past the reservation: what does not fit is reported as
+/// not written, where Linux would silently overrun into the next record.
+#[must_use = "a record is published when its handle ends"]
+pub struct OutputHandle<'r, 'a, H: NestHook> {
+    ring: &'r Ring<'a, H>,
+    /// Chunk index of `addr` (`handle->page`).
+    chunk: usize,
+    /// Where the next byte goes.
+    addr: *mut u8,
+    /// Bytes left in the current chunk (`handle->size`).
+    left_in_chunk: usize,
+    /// Bytes of the reservation not yet written or skipped.
+    left: usize,
+    /// `rb->wakeup` when the handle was opened (`handle->wakeup`).
+    wakeup: u64,
+    /// A handle belongs to the context that opened it.
+    _not_send: PhantomData<*mut u8>,
+}
+
+impl<'a, H: NestHook> Ring<'a, H> {
+    /// Reserves `size` bytes for one record (`perf_output_begin`), in the
+    /// ring's direction. `source` describes the output event, for the
+    /// `PERF_RECORD_LOST` that goes first when records were dropped since the
+    /// last one (its size is added to the reservation, and `source`'s
+    /// sample_id is refreshed as Linux does, spec H.2 B13).
+    ///
+    /// Errors:
+    /// - `ENOSPC` when the ring is paused (counting a lost record unless the
+    ///   ring has no data pages), or when the consumer's `data_tail` leaves
+    ///   less than `size` bytes free in writable mode (counting a lost record;
+    ///   a record of the whole data size never fits, spec H.2 B9);
+    /// - `EINVAL` for `size` 0 or above 65535 (nothing counted).
+    ///
+    /// May be called from any context of the ring's CPU, nested.
+    #[inline]
+    pub fn begin<'r, S: LostSource>(
+        &'r self,
+        size: usize,
+        source: &mut S,
+    ) -> Result<OutputHandle<'r, 'a, H>> {
+        if size == 0 || size > MAX_RECORD_SIZE {
+            return Err(Error::Invalid);
+        }
+        // Relaxed: a plain flag (see `pause`).
+        if self.paused.load(Ordering::Relaxed) {
+            if self.data_size() != 0 {
+                self.lost.fetch_add(1);
+            }
+            return Err(Error::NoSpace);
+        }
+
+        let have_lost = self.lost.load() != 0;
+        let lost_size = if have_lost {
+            LOST_RECORD_SIZE + source.id_header_size()
+        } else {
+            0
+        };
+        let size = (size + lost_size) as u64;
+
+        // perf_output_get_handle: raise the nest count; only the outermost
+        // writer will publish.
+        self.nest.store(self.nest.load().wrapping_add(1));
+        let wakeup = self.wakeup.load();
+        compiler_fence(Ordering::SeqCst);
+        self.hook.at(self, Point::BeginNested);
+
+        let data_size = self.data_size();
+        let mask = data_size - 1;
+        let (offset, head) = loop {
+            // A: Acquire pairs with the consumer's Release store of
+            // data_tail (D): the bytes it freed are no longer read.
+            let tail = self.data_tail_word().load(Ordering::Acquire);
+            self.hook.at(self, Point::BeginTailLoaded);
+            let offset = self.head.load();
+            self.hook.at(self, Point::BeginHeadLoaded);
+            if !self.overwrite {
+                // CIRC_SPACE: at most data_size - 1 bytes outstanding.
+                let space = if self.backward {
+                    offset.wrapping_sub(tail.wrapping_add(1)) & mask
+                } else {
+                    tail.wrapping_sub(offset.wrapping_add(1)) & mask
+                };
+                if space < size {
+                    return Err(self.fail(wakeup));
+                }
+            }
+            let head = if self.backward {
+                offset.wrapping_sub(size)
+            } else {
+                offset.wrapping_add(size)
+            };
+            // A nested writer that reserved since our load makes this fail: retry.
+            if self.head.compare_exchange(offset, head).is_ok() {
+                break (offset, head);
+            }
+        };
+        self.hook.at(self, Point::BeginReserved);
+
+        // Backward: the record starts at the new head, and the byte count
+        // written so far is the negated head.
+        let (start, written) = if self.backward {
+            (head, head.wrapping_neg())
+        } else {
+            (offset, head)
+        };
+        if written.wrapping_sub(self.wakeup.load()) > self.watermark {
+            self.wakeup.fetch_add(self.watermark);
+        }
+
+        let (chunk, addr, left_in_chunk) = self.pages.locate(start);
+        let mut handle = OutputHandle {
+            ring: self,
+            chunk,
+            addr,
+            left_in_chunk,
+            left: size as usize,
+            wakeup,
+            _not_send: PhantomData,
+        };
+        if have_lost {
+            handle.write_lost(source);
+            self.hook.at(self, Point::BeginLostWritten);
+        }
+        Ok(handle)
+    }
+
+    /// The *fail* path of `begin`: count the record lost and leave as `end` does.
+    #[cold]
+    fn fail(&self, wakeup: u64) -> Error {
+        self.lost.fetch_add(1);
+        self.put_handle(wakeup);
+        Error::NoSpace
+    }
+
+    /// `perf_output_put_handle` (spec §C.5): the outermost writer publishes
+    /// `head` as `data_head`, re-checking for a nested writer that reserved
+    /// meanwhile; inner writers only lower `nest`.
+    fn put_handle(&self, handle_wakeup: u64) {
+        let nest = self.nest.load();
+        if nest > 1 {
+            self.nest.store(nest - 1);
+            self.hook.at(self, Point::EndInner);
+            return;
+        }
+        loop {
+            // The head load must follow the nest increment (compiler order):
+            // an earlier load could miss a nested writer's reservation.
+            compiler_fence(Ordering::SeqCst);
+            let head = self.head.load();
+            self.hook.at(self, Point::EndHeadLoaded);
+            if H::MUTATION == Mutation::NestDropBeforePublish {
+                self.nest.store(0);
+                self.hook.at(self, Point::EndNestDropped);
+            }
+            // B: Release pairs with the consumer's Acquire load of data_head
+            // (C): the record bytes are visible before the new head.
+            self.data_head_word().store(head, Ordering::Release);
+            self.hook.at(self, Point::EndPublished);
+            // Publish before dropping nest: otherwise a nested writer could
+            // publish a newer head that this store then takes back.
+            compiler_fence(Ordering::SeqCst);
+            if H::MUTATION != Mutation::NestDropBeforePublish {
+                self.nest.store(0);
+                self.hook.at(self, Point::EndNestDropped);
+            }
+            // Drop nest before re-reading head, or the last nested update
+            // could be missed.
+            compiler_fence(Ordering::SeqCst);
+            if H::MUTATION == Mutation::NoRecheck || head == self.head.load() {
+                break;
+            }
+            // A writer interrupted us after our head load and did not
+            // publish (it saw nest > 1): publish again.
+            self.nest.store(1);
+        }
+        if handle_wakeup != self.wakeup.load() {
+            if let Some(w) = self.waker {
+                w.wakeup();
+            }
+        }
+    }
+}
+
+impl<H: NestHook> OutputHandle<'_, '_, H> {
+    /// Bytes of the reservation not yet written or skipped.
+    #[inline(always)]
+    pub fn remaining(&self) -> usize {
+        self.left
+    }
+
+    /// Copies `buf` into the record (`perf_output_copy`), across chunk
+    /// boundaries and the end of the ring. Returns how many bytes were **not**
+    /// copied: 0, or what would have gone past the reservation.
+    #[inline]
+    pub fn copy(&mut self, buf: &[u8]) -> usize {
+        let (now, rest) = buf.split_at(buf.len().min(self.left));
+        self.walk(now.len(), |dst, from, n| {
+            // SAFETY: `dst` is valid for `n <= left_in_chunk` bytes of the
+            // reserved record (walk's contract); `now` is caller memory, not
+            // ring memory, so they do not overlap.
+            unsafe { copy_to(dst, &now[from..from + n]) }
+        });
+        rest.len()
+    }
+
+    /// Skips `len` bytes of the record, leaving them as they are
+    /// (`perf_output_skip`). Returns how many bytes were **not** skipped.
+    #[inline]
+    pub fn skip(&mut self, len: usize) -> usize {
+        let n = len.min(self.left);
+        self.walk(n, |_, _, _| {});
+        len - n
+    }
+
+    /// Copies a `u64` (`perf_output_put`). Returns the bytes not copied.
+    #[inline(always)]
+    pub fn put_u64(&mut self, v: u64) -> usize {
+        self.copy(&v.to_ne_bytes())
+    }
+
+    /// Copies a record header. Returns the bytes not copied.
+    #[inline(always)]
+    pub fn put_header(&mut self, h: PerfEventHeader) -> usize {
+        let mut b = [0u8; 8];
+        b[..4].copy_from_slice(&h.type_.to_ne_bytes());
+        b[4..6].copy_from_slice(&h.misc.to_ne_bytes());
+        b[6..].copy_from_slice(&h.size.to_ne_bytes());
+        self.copy(&b)
+    }
+
+    /// Counts a sample toward `wakeup_events` (spec §C.6; Linux does it in
+    /// `perf_output_sample` when the event has no `watermark`): every
+    /// `wakeup_events` samples the consumer is woken at `end`. 0 disables.
+    pub fn count_sample(&mut self, wakeup_events: u32) {
+        if wakeup_events == 0 {
+            return;
+        }
+        let events = self.ring.events.fetch_add(1).wrapping_add(1);
+        if events >= u64::from(wakeup_events) {
+            self.ring
+                .events
+                .fetch_add(u64::from(wakeup_events).wrapping_neg());
+            self.ring.wakeup.fetch_add(1);
+        }
+    }
+
+    /// Publishes the record (`perf_output_end`). Dropping the handle does the same.
+    pub fn end(self) {}
+
+    /// Walks `n <= left` bytes of the reservation, chunk piece by chunk
+    /// piece, calling `f(dst, offset_in_walk, piece_len)` for each.
+    #[inline(always)]
+    fn walk(&mut self, n: usize, mut f: impl FnMut(*mut u8, usize, usize)) {
+        let mut done = 0;
+        while done < n {
+            self.ring.hook.at(self.ring, Point::CopyPiece);
+            let piece = self.left_in_chunk.min(n - done);
+            f(self.addr, done, piece);
+            done += piece;
+            self.left_in_chunk -= piece;
+            // `wrapping_add` keeps this safe; the pointer stays within the
+            // chunk or one past its end, and is replaced below in that case.
+            self.addr = self.addr.wrapping_add(piece);
+            if self.left_in_chunk == 0 {
+                self.chunk = (self.chunk + 1) & (self.ring.pages.chunk_count() - 1);
+                self.addr = self.ring.pages.chunk(self.chunk);
+                self.left_in_chunk = self.ring.pages.chunk_size();
+            }
+        }
+        self.left -= n;
+    }
+
+    /// Writes the `PERF_RECORD_LOST` that precedes the record (spec §C.3 step 11).
+    #[cold]
+    fn write_lost<S: LostSource>(&mut self, source: &mut S) {
+        let trailer = source.refresh_sample_id();
+        let trailer_size = trailer.map_or(0, |t| t.size());
+        let header = PerfEventHeader {
+            type_: record_type::LOST,
+            misc: 0,
+            size: (LOST_RECORD_SIZE + trailer_size) as u16,
+        };
+        let _ = self.put_header(header);
+        let _ = self.put_u64(source.lost_id());
+        let _ = self.put_u64(self.ring.lost.swap(0));
+        if let Some(t) = trailer {
+            let mut buf = [0u8; super::sample_id::MAX_SAMPLE_ID_SIZE];
+            let n = t.encode(&mut buf);
+            let _ = self.copy(&buf[..n]);
+        }
+    }
+}
+
+impl<H: NestHook> Drop for OutputHandle<'_, '_, H> {
+    #[inline]
+    fn drop(&mut self) {
+        self.ring.put_handle(self.wakeup);
+    }
+}

@@ -1,0 +1,131 @@
+//! Page memory for rings, allocated page-aligned and zeroed, as the kernel
+//! hands pages to a perf buffer.
+
+use std::alloc::{Layout, alloc_zeroed, dealloc};
+
+use perfaux::abi::{PAGE_SIZE, PerfEventMmapPage};
+use perfaux::ring::{BackwardReader, Consumer, NestHook, NoHook, Ring, RingConfig};
+
+/// One page-aligned, zeroed allocation.
+pub struct PageBlock {
+    ptr: *mut u8,
+    layout: Layout,
+}
+
+impl PageBlock {
+    /// `len` bytes (a multiple of PAGE_SIZE), page-aligned and zeroed.
+    pub fn new(len: usize) -> PageBlock {
+        let layout = Layout::from_size_align(len, PAGE_SIZE).expect("a valid page layout");
+        // SAFETY: the layout has a non-zero size (callers pass whole pages).
+        let ptr = unsafe { alloc_zeroed(layout) };
+        assert!(!ptr.is_null(), "out of memory");
+        PageBlock { ptr, layout }
+    }
+
+    /// The block's first byte.
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+}
+
+impl Drop for PageBlock {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { dealloc(self.ptr, self.layout) };
+    }
+}
+
+/// The memory of one ring: a user page and `chunks` chunks of
+/// `PAGE_SIZE << order` bytes.
+pub struct RingMemory {
+    user: PageBlock,
+    _chunks: Vec<PageBlock>,
+    chunk_ptrs: Vec<*mut u8>,
+    order: u32,
+}
+
+impl RingMemory {
+    /// A user page and `chunks` data chunks of `PAGE_SIZE << order` bytes.
+    pub fn new(chunks: usize, order: u32) -> RingMemory {
+        let user = PageBlock::new(PAGE_SIZE);
+        let blocks: Vec<PageBlock> = (0..chunks)
+            .map(|_| PageBlock::new(PAGE_SIZE << order))
+            .collect();
+        let chunk_ptrs = blocks.iter().map(PageBlock::ptr).collect();
+        RingMemory {
+            user,
+            _chunks: blocks,
+            chunk_ptrs,
+            order,
+        }
+    }
+
+    /// The user page.
+    pub fn user_page(&self) -> *mut PerfEventMmapPage {
+        self.user.ptr().cast()
+    }
+
+    /// The chunk table.
+    pub fn chunks(&self) -> &[*mut u8] {
+        &self.chunk_ptrs
+    }
+
+    /// The chunk order.
+    pub fn order(&self) -> u32 {
+        self.order
+    }
+
+    /// Data size in bytes.
+    pub fn data_size(&self) -> usize {
+        self.chunk_ptrs.len() * (PAGE_SIZE << self.order)
+    }
+
+    /// A ring over this memory.
+    pub fn ring<'a>(&'a self, config: RingConfig<'a>) -> Ring<'a, NoHook> {
+        self.ring_with_hook(config, NoHook)
+    }
+
+    /// A ring over this memory with a nesting hook.
+    pub fn ring_with_hook<'a, H: NestHook>(
+        &'a self,
+        config: RingConfig<'a>,
+        hook: H,
+    ) -> Ring<'a, H> {
+        // SAFETY: the memory lives as long as `self`, which outlives the
+        // ring ('a); it is used only by this ring and its consumers.
+        unsafe { Ring::with_hook(self.user_page(), self.chunks(), self.order, config, hook) }
+            .expect("valid ring memory")
+    }
+
+    /// A consumer of the (writable) ring over this memory.
+    pub fn consumer(&self) -> Consumer<'_> {
+        // SAFETY: as for `ring`; tests use it only with writable rings.
+        unsafe { Consumer::new(self.user_page(), self.chunks(), self.order) }
+            .expect("valid ring memory")
+    }
+
+    /// A reader of the (paused, backward) ring over this memory.
+    pub fn backward_reader(&self) -> BackwardReader<'_> {
+        // SAFETY: as for `ring`; tests call it only when no writer is active.
+        unsafe { BackwardReader::new(self.user_page(), self.chunks(), self.order) }
+            .expect("valid ring memory")
+    }
+
+    /// The raw data bytes of chunk `i`.
+    pub fn chunk_bytes(&self, i: usize) -> &[u8] {
+        // SAFETY: the chunk is `PAGE_SIZE << order` bytes; callers read it
+        // when no writer is active.
+        unsafe { std::slice::from_raw_parts(self.chunk_ptrs[i], PAGE_SIZE << self.order) }
+    }
+
+    /// `data_head` as the user page shows it now.
+    pub fn data_head(&self) -> u64 {
+        // SAFETY: the user page is valid and 8-aligned; read atomically.
+        unsafe {
+            std::sync::atomic::AtomicU64::from_ptr(std::ptr::addr_of_mut!(
+                (*self.user_page()).data_head
+            ))
+        }
+        .load(std::sync::atomic::Ordering::Acquire)
+    }
+}

@@ -1,0 +1,65 @@
+//! Self-checking test records: every byte is a function of the record's
+//! sequence number and size, so a reader can tell a complete record from a
+//! torn or stale one.
+
+use perfaux::abi::PerfEventHeader;
+use perfaux::ring::{FixedLostSource, NestHook, OutputHandle, Ring, read_header};
+
+/// Record type of test records (beyond the kernel's and perf's types).
+pub const TEST_RECORD: u32 = 0x5445_5354;
+
+/// The bytes of test record `seq` of `size` bytes (a multiple of 8, >= 16):
+/// header, the sequence number, then words derived from both.
+pub fn test_record(seq: u64, size: usize) -> Vec<u8> {
+    assert!(size >= 16 && size % 8 == 0 && size <= 65528);
+    let mut out = Vec::with_capacity(size);
+    out.extend_from_slice(&TEST_RECORD.to_ne_bytes());
+    out.extend_from_slice(&0u16.to_ne_bytes());
+    out.extend_from_slice(&(size as u16).to_ne_bytes());
+    out.extend_from_slice(&seq.to_ne_bytes());
+    for i in 2..size / 8 {
+        out.extend_from_slice(&(seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ i as u64).to_ne_bytes());
+    }
+    out
+}
+
+/// The sequence number of a complete test record, or why it is not one.
+pub fn check_test_record(bytes: &[u8]) -> Result<u64, String> {
+    let h = read_header(bytes).ok_or("short record")?;
+    if h.type_ != TEST_RECORD {
+        return Err(format!("type {:#x}", h.type_));
+    }
+    let seq = u64::from_ne_bytes(bytes[8..16].try_into().map_err(|_| "short record")?);
+    if test_record(seq, h.size as usize) != bytes {
+        return Err(format!("record {seq} of {} bytes is torn", h.size));
+    }
+    Ok(seq)
+}
+
+/// Writes test record `seq` of `size` bytes through `begin`/`copy`/`end`.
+pub fn write_test_record<H: NestHook>(
+    ring: &Ring<'_, H>,
+    seq: u64,
+    size: usize,
+) -> Result<(), perfaux::Error> {
+    let bytes = test_record(seq, size);
+    let mut h: OutputHandle<'_, '_, H> = ring.begin(
+        size,
+        &mut FixedLostSource {
+            id: 7,
+            sample_id: None,
+        },
+    )?;
+    assert_eq!(h.copy(&bytes), 0);
+    h.end();
+    Ok(())
+}
+
+/// A header as bytes.
+pub fn header_bytes(h: PerfEventHeader) -> [u8; 8] {
+    let mut b = [0u8; 8];
+    b[..4].copy_from_slice(&h.type_.to_ne_bytes());
+    b[4..6].copy_from_slice(&h.misc.to_ne_bytes());
+    b[6..].copy_from_slice(&h.size.to_ne_bytes());
+    b
+}
