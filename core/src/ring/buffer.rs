@@ -199,6 +199,12 @@ impl<'a, H: NestHook> Ring<'a, H> {
         self.head.load()
     }
 
+    /// `data_head` as the consumer sees it now.
+    pub fn published_head(&self) -> u64 {
+        // Acquire, as a consumer's load (C); used for statistics and tests.
+        self.data_head_word().load(Ordering::Acquire)
+    }
+
     /// Records dropped and not yet reported by a `PERF_RECORD_LOST`.
     pub fn pending_lost(&self) -> u64 {
         self.lost.load()
