@@ -258,7 +258,7 @@ fn run_counting<V: Variant>(
         h.points_seen[1].get(),
         h.points_seen[2].get(),
     ];
-    (violations, points)
+    (violations, points, (refused, lost_reported))
 }
 
 /// Every interruption point at every depth, for every scenario; returns
