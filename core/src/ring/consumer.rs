@@ -149,6 +149,12 @@ impl<'a> Consumer<'a> {
         Some(Ok(record))
     }
 
+    /// Marks every record below the last loaded `data_head` as read,
+    /// without looking at them (commit to give the space back).
+    pub fn skip_to_head(&mut self) {
+        self.pos = self.head;
+    }
+
     /// Gives the bytes read so far back to the writer (`data_tail`).
     pub fn commit(&mut self) {
         // D: the record loads are complete before the tail store; a full

@@ -62,7 +62,7 @@ impl<'a, H: NestHook> Ring<'a, H> {
     /// - `EINVAL` for `size` 0 or above 65535 (nothing counted).
     ///
     /// May be called from any context of the ring's CPU, nested.
-    #[inline]
+    #[inline(always)]
     pub fn begin<'r, S: LostSource>(
         &'r self,
         size: usize,
@@ -165,6 +165,7 @@ impl<'a, H: NestHook> Ring<'a, H> {
     /// `perf_output_put_handle` (spec §C.5): the outermost writer publishes
     /// `head` as `data_head`, re-checking for a nested writer that reserved
     /// meanwhile; inner writers only lower `nest`.
+    #[inline(always)]
     fn put_handle(&self, handle_wakeup: u64) {
         let nest = self.nest.load();
         if nest > 1 {
@@ -221,7 +222,7 @@ impl<H: NestHook> OutputHandle<'_, '_, H> {
     /// Copies `buf` into the record (`perf_output_copy`), across chunk
     /// boundaries and the end of the ring. Returns how many bytes were **not**
     /// copied: 0, or what would have gone past the reservation.
-    #[inline]
+    #[inline(always)]
     pub fn copy(&mut self, buf: &[u8]) -> usize {
         let (now, rest) = buf.split_at(buf.len().min(self.left));
         self.walk(now.len(), |dst, from, n| {
@@ -281,6 +282,21 @@ impl<H: NestHook> OutputHandle<'_, '_, H> {
     /// piece, calling `f(dst, offset_in_walk, piece_len)` for each.
     #[inline(always)]
     fn walk(&mut self, n: usize, mut f: impl FnMut(*mut u8, usize, usize)) {
+        // Fast path: the bytes fit in the current chunk with room to spare.
+        if n < self.left_in_chunk {
+            self.ring.hook.at(self.ring, Point::CopyPiece);
+            f(self.addr, 0, n);
+            self.addr = self.addr.wrapping_add(n);
+            self.left_in_chunk -= n;
+            self.left -= n;
+            return;
+        }
+        self.walk_chunks(n, f);
+    }
+
+    /// The general walk, crossing chunks (and the ring's end).
+    #[inline(always)]
+    fn walk_chunks(&mut self, n: usize, mut f: impl FnMut(*mut u8, usize, usize)) {
         let mut done = 0;
         while done < n {
             self.ring.hook.at(self.ring, Point::CopyPiece);
@@ -292,7 +308,7 @@ impl<H: NestHook> OutputHandle<'_, '_, H> {
             // chunk or one past its end, and is replaced below in that case.
             self.addr = self.addr.wrapping_add(piece);
             if self.left_in_chunk == 0 {
-                self.chunk = (self.chunk + 1) & (self.ring.pages.chunk_count() - 1);
+                self.chunk = self.chunk.wrapping_add(1); // masked by `chunk()`
                 self.addr = self.ring.pages.chunk(self.chunk);
                 self.left_in_chunk = self.ring.pages.chunk_size();
             }
@@ -322,7 +338,7 @@ impl<H: NestHook> OutputHandle<'_, '_, H> {
 }
 
 impl<H: NestHook> Drop for OutputHandle<'_, '_, H> {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
         self.ring.put_handle(self.wakeup);
     }

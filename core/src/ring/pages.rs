@@ -25,6 +25,8 @@ pub struct DataPages<'a> {
     chunks: &'a [*mut u8],
     /// `PAGE_SHIFT + order`.
     chunk_shift: u32,
+    /// `chunk_count - 1` (0 without chunks), precomputed for the write path.
+    index_mask: usize,
 }
 
 impl<'a> DataPages<'a> {
@@ -56,6 +58,7 @@ impl<'a> DataPages<'a> {
         Ok(DataPages {
             chunks,
             chunk_shift,
+            index_mask: n.saturating_sub(1),
         })
     }
 
@@ -83,7 +86,7 @@ impl<'a> DataPages<'a> {
     #[inline(always)]
     pub(crate) fn locate(&self, pos: u64) -> (usize, *mut u8, usize) {
         let chunk_mask = (self.chunk_size() - 1) as u64;
-        let index = ((pos >> self.chunk_shift) as usize) & (self.chunks.len() - 1);
+        let index = ((pos >> self.chunk_shift) as usize) & self.index_mask;
         let within = (pos & chunk_mask) as usize;
         // `wrapping_add` keeps this safe code; the result lies inside the
         // chunk because `within < chunk_size()` (type invariant).

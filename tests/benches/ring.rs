@@ -1,0 +1,162 @@
+//! The write path of the data ring, side by side with peers, in one run.
+//!
+//! - `write/<size>/{perfaux,rtrb,bbqueue}`: one record of `size` bytes per
+//!   iteration (reserve, copy, publish); the consumer gives the space back
+//!   in bulk every 64 KiB for all three, so its cost is amortized alike.
+//! - `copy/<size>/{perfaux,memcpy_same_offset,memcpy_aligned}`: records of
+//!   4 KiB to 64 KiB through a handle that crosses 4 KiB chunks and the ring
+//!   end of a 128 KiB ring, against one plain memcpy of the same bytes into
+//!   a 128 KiB area at the positions a ring would use (8-byte aligned, 40
+//!   bytes past a cache line) and at cache-line-aligned positions.
+//!
+//! `scripts/bench-report` turns criterion's estimates into the ratio table of
+//! BENCHMARKS.md.
+
+use std::hint::black_box;
+use std::mem::MaybeUninit;
+
+use bbqueue::nicknames::Churrasco;
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use perfaux::ring::{FixedLostSource, RingConfig};
+use perfaux_tests::mem::{PageBlock, RingMemory};
+
+const RING_BYTES: usize = 256 * 1024;
+const DRAIN_EVERY: usize = 64 * 1024;
+const SIZES: [usize; 5] = [16, 32, 64, 256, 4096];
+
+static BB: Churrasco<RING_BYTES> = Churrasco::new();
+
+fn write_path(c: &mut Criterion) {
+    let mut group = c.benchmark_group("write");
+    for size in SIZES {
+        let record: Vec<u8> = (0..size).map(|i| i as u8).collect();
+        let per_drain = DRAIN_EVERY / size;
+        group.throughput(Throughput::Bytes(size as u64));
+
+        let mem = RingMemory::new(RING_BYTES / 4096, 0);
+        let ring = mem.ring(RingConfig::default());
+        let mut consumer = mem.consumer();
+        let mut source = FixedLostSource::default();
+        let mut n = 0;
+        group.bench_function(BenchmarkId::new(size.to_string(), "perfaux"), |b| {
+            b.iter(|| {
+                let mut h = ring.begin(black_box(size), &mut source).expect("room");
+                h.copy(black_box(&record));
+                h.end();
+                n += 1;
+                if n == per_drain {
+                    n = 0;
+                    consumer.refresh();
+                    consumer.skip_to_head();
+                    consumer.commit();
+                }
+            })
+        });
+
+        let (mut prod, mut cons) = rtrb::RingBuffer::<u8>::new(RING_BYTES);
+        let mut n = 0;
+        group.bench_function(BenchmarkId::new(size.to_string(), "rtrb"), |b| {
+            b.iter(|| {
+                let mut chunk = prod.write_chunk_uninit(black_box(size)).expect("room");
+                let (first, second) = chunk.as_mut_slices();
+                let (a, rest) = record.split_at(first.len());
+                first.copy_from_slice(as_uninit(a));
+                second.copy_from_slice(as_uninit(rest));
+                // SAFETY: every slot of the chunk was written just above.
+                unsafe { chunk.commit_all() };
+                n += 1;
+                if n == per_drain {
+                    n = 0;
+                    let slots = cons.slots();
+                    cons.read_chunk(slots).expect("filled").commit_all();
+                }
+            })
+        });
+
+        let prod = BB.stream_producer();
+        let cons = BB.stream_consumer();
+        let mut n = 0;
+        group.bench_function(BenchmarkId::new(size.to_string(), "bbqueue"), |b| {
+            b.iter(|| {
+                let mut grant = prod.grant_exact(black_box(size)).expect("room");
+                grant.copy_from_slice(black_box(&record));
+                grant.commit(size);
+                n += 1;
+                if n == per_drain {
+                    n = 0;
+                    while let Ok(r) = cons.read() {
+                        let len = r.len();
+                        r.release(len);
+                    }
+                }
+            })
+        });
+    }
+    group.finish();
+}
+
+fn as_uninit(bytes: &[u8]) -> &[MaybeUninit<u8>] {
+    // SAFETY: MaybeUninit<u8> has the layout of u8, and initialized bytes
+    // are valid MaybeUninit values; the slice is only read.
+    unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast(), bytes.len()) }
+}
+
+fn copy_path(c: &mut Criterion) {
+    let mut group = c.benchmark_group("copy");
+    for size in [4096usize, 16384, 65528] {
+        let record: Vec<u8> = (0..size).map(|i| (i * 7) as u8).collect();
+        group.throughput(Throughput::Bytes(size as u64));
+
+        // 128 KiB in 4 KiB chunks, overwrite mode: no consumer needed. A
+        // 40-byte record first moves the records off cache-line alignment,
+        // where perf records really start.
+        let mem = RingMemory::new(32, 0);
+        let ring = mem.ring(RingConfig {
+            overwrite: true,
+            ..RingConfig::default()
+        });
+        let mut source = FixedLostSource::default();
+        let mut first = ring.begin(40, &mut source).expect("room");
+        first.skip(40);
+        first.end();
+        group.bench_function(BenchmarkId::new(size.to_string(), "perfaux"), |b| {
+            b.iter(|| {
+                let mut h = ring
+                    .begin(size, &mut source)
+                    .expect("overwrite mode never refuses");
+                h.copy(black_box(&record));
+                h.end();
+            })
+        });
+
+        // The same bytes, memcpy'd into the same 128 KiB footprint at the
+        // positions a ring would use (so both run out of the same cache
+        // level), starting 40 bytes past a cache line or on one.
+        let dst = PageBlock::new(128 * 1024 + 64 * 1024);
+        for (name, start) in [("memcpy_same_offset", 40usize), ("memcpy_aligned", 0)] {
+            let mut pos = start;
+            group.bench_function(BenchmarkId::new(size.to_string(), name), |b| {
+                b.iter(|| {
+                    // SAFETY: `pos < 128 KiB` and `size <= 64 KiB`: inside the
+                    // block; source and destination are distinct allocations.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            black_box(record.as_ptr()),
+                            dst.ptr().add(pos),
+                            size,
+                        )
+                    };
+                    black_box(dst.ptr());
+                    pos = (pos + size) % (128 * 1024);
+                    if start == 0 {
+                        pos &= !63;
+                    }
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, write_path, copy_path);
+criterion_main!(benches);
