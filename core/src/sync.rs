@@ -171,11 +171,12 @@ pub unsafe fn copy_to(dst: *mut u8, src: &[u8]) {
     const PIECE: usize = 2048;
     let len = src.len();
     let s = src.as_ptr();
-    // SAFETY (every branch): reads stay within `src` and writes within
+    // SAFETY: in every branch reads stay within `src` and writes within
     // `dst[..len]` (the caller's contract): each unaligned move covers
-    // `[0, W)` or `[len - W, len)` with `W <= len`.
+    // `[0, W)`, `[16, 32)`, `[len - 32, len - 16)` or `[len - W, len)` with
+    // `W <= len` (and the middle ones only when `len > 32`).
     unsafe {
-        if len <= 64 && len >= 16 {
+        if (16..=64).contains(&len) {
             let first = s.cast::<u128>().read_unaligned();
             let last = s.add(len - 16).cast::<u128>().read_unaligned();
             if len > 32 {
@@ -188,7 +189,7 @@ pub unsafe fn copy_to(dst: *mut u8, src: &[u8]) {
             }
             dst.cast::<u128>().write_unaligned(first);
             dst.add(len - 16).cast::<u128>().write_unaligned(last);
-        } else if len >= 8 && len < 16 {
+        } else if (8..16).contains(&len) {
             let first = s.cast::<u64>().read_unaligned();
             let last = s.add(len - 8).cast::<u64>().read_unaligned();
             dst.cast::<u64>().write_unaligned(first);
