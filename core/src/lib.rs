@@ -21,12 +21,20 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+#[cfg(loom)]
+extern crate std;
+
 pub mod abi;
 pub mod attr;
 mod caps;
 mod error;
 pub mod ring;
 mod sync;
+
+/// Loom-model memory (only under `cfg(loom)`): see `sync`.
+#[cfg(loom)]
+#[doc(hidden)]
+pub use sync::loom_memory;
 
 pub use caps::PmuCaps;
 pub use error::{Error, Result};

@@ -155,6 +155,83 @@ pub unsafe fn shared_u32<'a>(p: *mut u32) -> &'a AtomicU32 {
     unsafe { AtomicU32::from_ptr(p) }
 }
 
+/// Under loom, shared memory is a table of loom atomics, one per 8-byte word
+/// of the regions a model registers ([`loom_memory::register`]): payload
+/// bytes and user-page words then take part in loom's exploration of
+/// reorderings, and a missing Release/Acquire shows up as stale bytes.
+#[cfg(loom)]
+pub mod loom_memory {
+    extern crate std;
+
+    use std::boxed::Box;
+    use std::sync::Mutex;
+    use std::vec::Vec;
+
+    use super::{AtomicU64, Ordering};
+
+    struct Region {
+        base: usize,
+        words: &'static [AtomicU64],
+    }
+
+    loom::lazy_static! {
+        static ref REGIONS: Mutex<Vec<Region>> = Mutex::new(Vec::new());
+    }
+
+    /// Makes `[base, base + len)` (8-aligned, a multiple of 8 bytes) loom
+    /// memory for the current model execution, zeroed.
+    pub fn register(base: *mut u8, len: usize) {
+        assert!(
+            base as usize % 8 == 0 && len % 8 == 0,
+            "loom memory is word-granular"
+        );
+        let words: Vec<AtomicU64> = (0..len / 8).map(|_| AtomicU64::new(0)).collect();
+        let words: &'static [AtomicU64] = Box::leak(words.into_boxed_slice());
+        REGIONS.lock().unwrap().push(Region {
+            base: base as usize,
+            words,
+        });
+    }
+
+    /// The loom word at `addr`.
+    pub fn word(addr: usize) -> &'static AtomicU64 {
+        assert!(addr % 8 == 0, "loom memory is word-granular: {addr:#x}");
+        let regions = REGIONS.lock().unwrap();
+        for r in regions.iter() {
+            if addr >= r.base && addr < r.base + r.words.len() * 8 {
+                return &r.words[(addr - r.base) / 8];
+            }
+        }
+        panic!("address {addr:#x} is not registered loom memory");
+    }
+
+    /// Loom version of [`super::copy_to`]: word stores, Relaxed.
+    pub fn copy_to(dst: *mut u8, src: &[u8]) {
+        for (i, w) in src.chunks(8).enumerate() {
+            let w: [u8; 8] = w.try_into().expect("loom payloads are whole words");
+            word(dst as usize + i * 8).store(u64::from_ne_bytes(w), Ordering::Relaxed);
+        }
+    }
+
+    /// Loom version of [`super::copy_from`]: word loads, Relaxed.
+    pub fn copy_from(dst: &mut [u8], src: *const u8) {
+        for (i, w) in dst.chunks_mut(8).enumerate() {
+            let v = word(src as usize + i * 8).load(Ordering::Relaxed);
+            w.copy_from_slice(&v.to_ne_bytes()[..w.len()]);
+        }
+    }
+}
+
+/// A shared 64-bit word of the user page (loom: the registered loom word).
+///
+/// # Safety
+/// As the non-loom version.
+#[cfg(loom)]
+#[inline(always)]
+pub unsafe fn shared_u64<'a>(p: *mut u64) -> &'a AtomicU64 {
+    loom_memory::word(p as usize)
+}
+
 /// Copies `src` to `dst` (payload bytes in a caller's page).
 ///
 /// Records of up to 64 bytes (most side-band records and small samples) are
@@ -168,6 +245,22 @@ pub unsafe fn shared_u32<'a>(p: *mut u32) -> &'a AtomicU32 {
 /// `dst` must be valid for writes of `src.len()` bytes and not overlap `src`.
 #[inline(always)]
 pub unsafe fn copy_to(dst: *mut u8, src: &[u8]) {
+    #[cfg(loom)]
+    return loom_memory::copy_to(dst, src);
+    // SAFETY: forwarded contract.
+    #[cfg(not(loom))]
+    unsafe {
+        copy_to_memory(dst, src)
+    };
+}
+
+/// [`copy_to`] on plain memory.
+///
+/// # Safety
+/// As for [`copy_to`].
+#[cfg(not(loom))]
+#[inline(always)]
+unsafe fn copy_to_memory(dst: *mut u8, src: &[u8]) {
     const PIECE: usize = 2048;
     let len = src.len();
     let s = src.as_ptr();
@@ -213,8 +306,13 @@ pub unsafe fn copy_to(dst: *mut u8, src: &[u8]) {
 /// `src` must be valid for reads of `dst.len()` bytes and not overlap `dst`.
 #[inline(always)]
 pub unsafe fn copy_from(dst: &mut [u8], src: *const u8) {
+    #[cfg(loom)]
+    return loom_memory::copy_from(dst, src);
     // SAFETY: the caller guarantees `src` is valid for `dst.len()` bytes.
-    unsafe { core::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) };
+    #[cfg(not(loom))]
+    unsafe {
+        core::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len())
+    };
 }
 
 /// Zeroes `len` bytes at `dst`.
@@ -223,11 +321,18 @@ pub unsafe fn copy_from(dst: &mut [u8], src: *const u8) {
 /// `dst` must be valid for writes of `len` bytes.
 #[inline(always)]
 pub unsafe fn zero(dst: *mut u8, len: usize) {
+    #[cfg(loom)]
+    for i in (0..len).step_by(8) {
+        loom_memory::word(dst as usize + i).store(0, Ordering::Relaxed);
+    }
     // SAFETY: the caller guarantees `dst` is valid for `len` bytes.
-    unsafe { core::ptr::write_bytes(dst, 0, len) };
+    #[cfg(not(loom))]
+    unsafe {
+        core::ptr::write_bytes(dst, 0, len)
+    };
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 

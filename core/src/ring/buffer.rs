@@ -239,6 +239,7 @@ impl<'a, H: NestHook> Ring<'a, H> {
     /// Publishes the self-monitoring fields under the user page's `lock`
     /// seqcount (`perf_event_update_userpage`): `lock` is odd while they
     /// change. Same-CPU writers only (the platform calls it from the event's CPU).
+    #[cfg(not(loom))]
     pub fn update_self_monitoring(&self, v: &SelfMonitoring) {
         let page = self.user_page;
         // SAFETY: the field is within the user page, valid and aligned for

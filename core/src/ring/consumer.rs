@@ -132,7 +132,8 @@ impl<'a> Consumer<'a> {
         }
         let size = size as usize;
         let (_, at, left_in_chunk) = self.pages.locate(self.pos);
-        let record = if size <= left_in_chunk {
+        // Under loom the payload lives in loom words: always copy.
+        let record = if size <= left_in_chunk && !cfg!(loom) {
             // SAFETY: `at` is valid for `left_in_chunk >= size` bytes; they
             // are published and unconsumed, so nothing writes them while the
             // borrow (which holds `self`) lasts.

@@ -3,8 +3,13 @@
 use crate::abi::PAGE_SIZE;
 use crate::error::{Error, Result};
 
-/// `log2(PAGE_SIZE)`.
-pub const PAGE_SHIFT: u32 = PAGE_SIZE.trailing_zeros();
+/// `log2(PAGE_SIZE)`: chunks are `PAGE_SIZE << order` bytes. (Under loom,
+/// 64-byte pages, so that a model fills a ring in a few records.)
+pub const PAGE_SHIFT: u32 = if cfg!(loom) {
+    6
+} else {
+    PAGE_SIZE.trailing_zeros()
+};
 
 /// The largest chunk order accepted (chunks of `PAGE_SIZE << 28` = 1 TiB).
 pub const MAX_ORDER: u32 = 28;
