@@ -408,3 +408,61 @@ fn self_monitoring_fields_are_published_under_the_lock() {
         (2, 3, -5, 10, 9)
     );
 }
+
+/// Spec H.2 B13: the LOST record's sample_id is refreshed from the output
+/// event when it is written (Linux re-reads the clock), and the values are
+/// the ones the LOST trailer carries.
+#[test]
+fn b13_lost_record_refreshes_the_sample_id() {
+    struct Clocked {
+        now: u64,
+        refreshed: u32,
+    }
+    impl perfaux::ring::LostSource for Clocked {
+        fn lost_id(&self) -> u64 {
+            9
+        }
+        fn id_header_size(&self) -> usize {
+            8
+        }
+        fn refresh_sample_id(&mut self) -> Option<SampleId> {
+            self.now += 100;
+            self.refreshed += 1;
+            Some(SampleId {
+                sample_type: st::TIME,
+                time: self.now,
+                ..SampleId::default()
+            })
+        }
+    }
+    let mem = RingMemory::new(1, 0);
+    let ring = mem.ring(RingConfig::default());
+    ring.pause();
+    assert_eq!(write_test_record(&ring, 0, 16), Err(Error::NoSpace));
+    ring.resume();
+    let mut clock = Clocked {
+        now: 1000,
+        refreshed: 0,
+    };
+    let mut h = ring.begin(16, &mut clock).unwrap();
+    h.copy(&test_record(1, 16));
+    h.end();
+    assert_eq!(
+        clock.refreshed, 1,
+        "refreshed once, when the LOST record was written"
+    );
+    let records = read_all(&mem);
+    let lost = &records[0];
+    assert_eq!(read_header(lost).unwrap().size, 32);
+    assert_eq!(
+        u64::from_ne_bytes(lost[24..32].try_into().unwrap()),
+        1100,
+        "the refreshed time"
+    );
+    // Without losses, nothing is refreshed.
+    write_test_record(&ring, 2, 16).unwrap();
+    let mut h = ring.begin(16, &mut clock).unwrap();
+    h.copy(&test_record(3, 16));
+    h.end();
+    assert_eq!(clock.refreshed, 1);
+}

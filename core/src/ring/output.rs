@@ -74,11 +74,14 @@ impl<'a, H: NestHook> Ring<'a, H> {
         // Relaxed: a plain flag (see `pause`).
         if self.paused.load(Ordering::Relaxed) {
             if self.data_size() != 0 {
+                // Local (same-CPU) RMW: a nested writer may count too.
                 self.lost.fetch_add(1);
             }
             return Err(Error::NoSpace);
         }
 
+        // Local load; the count itself is taken with `swap` when the LOST
+        // record is written (a nested failure in between is included).
         let have_lost = self.lost.load() != 0;
         let lost_size = if have_lost {
             LOST_RECORD_SIZE + source.id_header_size()
@@ -89,7 +92,10 @@ impl<'a, H: NestHook> Ring<'a, H> {
 
         // perf_output_get_handle: raise the nest count; only the outermost
         // writer will publish.
+        // Plain same-CPU load and store (the kernel's volatile `nest++`): a
+        // nested writer restores `nest` before we resume, so no RMW is needed.
         self.nest.store(self.nest.load().wrapping_add(1));
+        // Local load: `end` compares it with the generation then.
         let wakeup = self.wakeup.load();
         compiler_fence(Ordering::SeqCst);
         self.hook.at(self, Point::BeginNested);
@@ -101,6 +107,8 @@ impl<'a, H: NestHook> Ring<'a, H> {
             // data_tail (D): the bytes it freed are no longer read.
             let tail = self.data_tail_word().load(Ordering::Acquire);
             self.hook.at(self, Point::BeginTailLoaded);
+            // Local load; the compare-and-swap below pairs with the
+            // nested writers' own compare-and-swaps on this CPU.
             let offset = self.head.load();
             self.hook.at(self, Point::BeginHeadLoaded);
             if !self.overwrite {
@@ -133,6 +141,8 @@ impl<'a, H: NestHook> Ring<'a, H> {
         } else {
             (offset, head)
         };
+        // Local load and RMW: only this CPU's writers move the generation;
+        // the outermost `end` compares it with its snapshot.
         if written.wrapping_sub(self.wakeup.load()) > self.watermark {
             self.wakeup.fetch_add(self.watermark);
         }
@@ -157,6 +167,7 @@ impl<'a, H: NestHook> Ring<'a, H> {
     /// The *fail* path of `begin`: count the record lost and leave as `end` does.
     #[cold]
     fn fail(&self, wakeup: u64) -> Error {
+        // Local RMW, as in the paused path.
         self.lost.fetch_add(1);
         self.put_handle(wakeup);
         Error::NoSpace
@@ -167,6 +178,8 @@ impl<'a, H: NestHook> Ring<'a, H> {
     /// meanwhile; inner writers only lower `nest`.
     #[inline(always)]
     fn put_handle(&self, handle_wakeup: u64) {
+        // Plain same-CPU accesses to `nest` (READ_ONCE/WRITE_ONCE): ordered
+        // against `head` and `data_head` by the compiler fences below.
         let nest = self.nest.load();
         if nest > 1 {
             self.nest.store(nest - 1);
@@ -177,6 +190,8 @@ impl<'a, H: NestHook> Ring<'a, H> {
             // The head load must follow the nest increment (compiler order):
             // an earlier load could miss a nested writer's reservation.
             compiler_fence(Ordering::SeqCst);
+            // Local load: every reservation on this CPU (ours and nested
+            // ones) is in it.
             let head = self.head.load();
             self.hook.at(self, Point::EndHeadLoaded);
             if H::MUTATION == Mutation::NestDropBeforePublish {
@@ -204,6 +219,7 @@ impl<'a, H: NestHook> Ring<'a, H> {
             // publish (it saw nest > 1): publish again.
             self.nest.store(1);
         }
+        // Local load: compared with this writer's snapshot from `begin`.
         if handle_wakeup != self.wakeup.load() {
             if let Some(w) = self.waker {
                 w.wakeup();
@@ -266,6 +282,7 @@ impl<H: NestHook> OutputHandle<'_, '_, H> {
         if wakeup_events == 0 {
             return;
         }
+        // Local RMWs: only this CPU's writers count samples.
         let events = self.ring.events.fetch_add(1).wrapping_add(1);
         if events >= u64::from(wakeup_events) {
             self.ring
@@ -328,6 +345,8 @@ impl<H: NestHook> OutputHandle<'_, '_, H> {
         };
         let _ = self.put_header(header);
         let _ = self.put_u64(source.lost_id());
+        // Local swap (`local_xchg`): takes the count, including failures of
+        // writers that interrupted us since `begin` looked at it.
         let _ = self.put_u64(self.ring.lost.swap(0));
         if let Some(t) = trailer {
             let mut buf = [0u8; super::sample_id::MAX_SAMPLE_ID_SIZE];
