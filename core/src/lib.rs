@@ -12,6 +12,7 @@
 //! - [`abi`]: `perf_event_attr`, records, `perf_event_mmap_page`, with every
 //!   size and offset asserted;
 //! - [`attr`]: attr copy-in (size negotiation) and the open-time checks;
+//! - [`aux`]: the AUX area, AUX transactions, `PERF_RECORD_AUX`, `copy_aux`;
 //! - [`ring`]: the data ring: output handles with NMI nesting, lost
 //!   records, wakeups, and its consumers;
 //! - [`PmuCaps`]: what a PMU can do, as those checks need to know;
@@ -26,6 +27,7 @@ extern crate std;
 
 pub mod abi;
 pub mod attr;
+pub mod aux;
 mod caps;
 mod error;
 pub mod ring;

@@ -49,6 +49,12 @@ impl LocalU64 {
         self.0.load(Ordering::Relaxed)
     }
 
+    /// `local_set`.
+    #[inline(always)]
+    pub fn store(&self, v: u64) {
+        self.0.store(v, Ordering::Relaxed);
+    }
+
     /// `local_cmpxchg`: replaces `current` by `new`; returns the value seen.
     #[inline(always)]
     pub fn compare_exchange(&self, current: u64, new: u64) -> Result<u64, u64> {

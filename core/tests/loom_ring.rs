@@ -19,7 +19,7 @@ use loom::thread;
 use perfaux::Error;
 use perfaux::abi::{PerfEventMmapPage, record_type};
 use perfaux::loom_memory;
-use perfaux::ring::{BackwardReader, Consumer, FixedLostSource, Ring, RingConfig, read_header};
+use perfaux::ring::{BackwardReader, Consumer, FixedEvent, Ring, RingConfig, read_header};
 
 const CHUNK: usize = 64;
 const RECORD: usize = 16;
@@ -95,7 +95,7 @@ fn check(bytes: &[u8]) -> Option<u64> {
 fn write(ring: &Ring<'_>, seq: u64) -> Result<(), Error> {
     let mut h = ring.begin(
         RECORD,
-        &mut FixedLostSource {
+        &mut FixedEvent {
             id: 1,
             sample_id: None,
         },

@@ -17,7 +17,7 @@ use std::mem::MaybeUninit;
 
 use bbqueue::nicknames::Churrasco;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use perfaux::ring::{FixedLostSource, RingConfig};
+use perfaux::ring::{FixedEvent, RingConfig};
 use perfaux_tests::mem::{PageBlock, RingMemory};
 
 const RING_BYTES: usize = 256 * 1024;
@@ -36,7 +36,7 @@ fn write_path(c: &mut Criterion) {
         let mem = RingMemory::new(RING_BYTES / 4096, 0);
         let ring = mem.ring(RingConfig::default());
         let mut consumer = mem.consumer();
-        let mut source = FixedLostSource::default();
+        let mut source = FixedEvent::default();
         let mut n = 0;
         group.bench_function(BenchmarkId::new(size.to_string(), "perfaux"), |b| {
             b.iter(|| {
@@ -115,7 +115,7 @@ fn copy_path(c: &mut Criterion) {
             overwrite: true,
             ..RingConfig::default()
         });
-        let mut source = FixedLostSource::default();
+        let mut source = FixedEvent::default();
         let mut first = ring.begin(40, &mut source).expect("room");
         first.skip(40);
         first.end();

@@ -129,3 +129,74 @@ impl RingMemory {
         .load(std::sync::atomic::Ordering::Acquire)
     }
 }
+
+/// The pages of an AUX area: `pages` 4 KiB pages, allocated as blocks of
+/// `PAGE_SIZE << order` (so a high-order block is its pages in a row, as
+/// Linux hands them to `setup_aux`).
+pub struct AuxMemory {
+    _blocks: Vec<PageBlock>,
+    page_ptrs: Vec<*mut u8>,
+}
+
+impl AuxMemory {
+    /// `pages` pages in blocks of `1 << order` pages.
+    pub fn new(pages: usize, order: u32) -> AuxMemory {
+        let per_block = 1usize << order;
+        assert!(pages % per_block == 0);
+        let blocks: Vec<PageBlock> = (0..pages / per_block)
+            .map(|_| PageBlock::new(PAGE_SIZE << order))
+            .collect();
+        let page_ptrs = blocks
+            .iter()
+            .flat_map(|b| (0..per_block).map(move |i| b.ptr().wrapping_add(i * PAGE_SIZE)))
+            .collect();
+        AuxMemory {
+            _blocks: blocks,
+            page_ptrs,
+        }
+    }
+
+    /// The page table (one pointer per 4 KiB page).
+    pub fn pages(&self) -> &[*mut u8] {
+        &self.page_ptrs
+    }
+
+    /// Size in bytes.
+    pub fn size(&self) -> usize {
+        self.page_ptrs.len() * PAGE_SIZE
+    }
+
+    /// Writes `bytes` at AUX offset `at` (wrapping), as a tracer would.
+    pub fn write(&self, at: usize, bytes: &[u8]) {
+        for (i, &b) in bytes.iter().enumerate() {
+            let pos = (at + i) % self.size();
+            // SAFETY: the page is 4 KiB and `pos % PAGE_SIZE` is inside it;
+            // tests write only when no reader is active.
+            unsafe { *self.page_ptrs[pos / PAGE_SIZE].add(pos % PAGE_SIZE) = b };
+        }
+    }
+
+    /// The byte at AUX offset `at` (wrapping).
+    pub fn byte(&self, at: usize) -> u8 {
+        let pos = at % self.size();
+        // SAFETY: as in `write`.
+        unsafe { *self.page_ptrs[pos / PAGE_SIZE].add(pos % PAGE_SIZE) }
+    }
+}
+
+/// An output sink that appends to a vector and remembers each call's size.
+#[derive(Default)]
+pub struct VecSink {
+    /// Every byte received.
+    pub bytes: Vec<u8>,
+    /// The size of every `copy` call.
+    pub calls: Vec<usize>,
+}
+
+impl perfaux::ring::OutputSink for VecSink {
+    fn copy(&mut self, bytes: &[u8]) -> usize {
+        self.bytes.extend_from_slice(bytes);
+        self.calls.push(bytes.len());
+        0
+    }
+}

@@ -3,7 +3,7 @@
 //! torn or stale one.
 
 use perfaux::abi::PerfEventHeader;
-use perfaux::ring::{FixedLostSource, NestHook, OutputHandle, Ring, read_header};
+use perfaux::ring::{FixedEvent, NestHook, OutputHandle, Ring, read_header};
 
 /// Record type of test records (beyond the kernel's and perf's types).
 pub const TEST_RECORD: u32 = 0x5445_5354;
@@ -45,7 +45,7 @@ pub fn write_test_record<H: NestHook>(
     let bytes = test_record(seq, size);
     let mut h: OutputHandle<'_, '_, H> = ring.begin(
         size,
-        &mut FixedLostSource {
+        &mut FixedEvent {
             id: 7,
             sample_id: None,
         },

@@ -7,7 +7,7 @@ use perfaux::abi::{
     PAGE_SIZE, PERF_MMAP_PAGE_HEADER_SIZE, PerfEventMmapPage, mmap_caps, record_type,
     sample_type as st,
 };
-use perfaux::ring::{FixedLostSource, Ring, RingConfig, SampleId, Wakeup, read_header};
+use perfaux::ring::{FixedEvent, Ring, RingConfig, SampleId, Wakeup, read_header};
 use perfaux_tests::mem::RingMemory;
 use perfaux_tests::records::{check_test_record, test_record, write_test_record};
 
@@ -134,7 +134,7 @@ fn b8_full_writable_ring_drops_then_reports_lost() {
         id: 4,
         ..SampleId::default()
     };
-    let mut source = FixedLostSource {
+    let mut source = FixedEvent {
         id: 77,
         sample_id: Some(trailer),
     };
@@ -228,7 +228,7 @@ fn paused_ring_counts_lost_records() {
 fn bad_sizes_are_refused_without_counting() {
     let mem = RingMemory::new(1, 0);
     let ring = mem.ring(RingConfig::default());
-    let mut src = FixedLostSource::default();
+    let mut src = FixedEvent::default();
     assert_eq!(ring.begin(0, &mut src).err(), Some(Error::Invalid));
     assert_eq!(ring.begin(65536, &mut src).err(), Some(Error::Invalid));
     assert_eq!(ring.pending_lost(), 0);
@@ -238,7 +238,7 @@ fn bad_sizes_are_refused_without_counting() {
 fn writes_never_pass_the_reservation() {
     let mem = RingMemory::new(1, 0);
     let ring = mem.ring(RingConfig::default());
-    let mut h = ring.begin(16, &mut FixedLostSource::default()).unwrap();
+    let mut h = ring.begin(16, &mut FixedEvent::default()).unwrap();
     assert_eq!(h.copy(&[1u8; 10]), 0);
     assert_eq!(h.copy(&[2u8; 10]), 4, "4 bytes would overrun");
     assert_eq!(h.skip(3), 3);
@@ -300,7 +300,7 @@ fn wakeup_events_wake_every_nth_sample() {
         ..RingConfig::default()
     });
     for seq in 0..10 {
-        let mut h = ring.begin(16, &mut FixedLostSource::default()).unwrap();
+        let mut h = ring.begin(16, &mut FixedEvent::default()).unwrap();
         h.copy(&test_record(seq, 16));
         h.count_sample(3);
         h.end();
@@ -418,14 +418,14 @@ fn b13_lost_record_refreshes_the_sample_id() {
         now: u64,
         refreshed: u32,
     }
-    impl perfaux::ring::LostSource for Clocked {
-        fn lost_id(&self) -> u64 {
+    impl perfaux::ring::OutputEvent for Clocked {
+        fn id(&self) -> u64 {
             9
         }
         fn id_header_size(&self) -> usize {
             8
         }
-        fn refresh_sample_id(&mut self) -> Option<SampleId> {
+        fn sample_id(&mut self) -> Option<SampleId> {
             self.now += 100;
             self.refreshed += 1;
             Some(SampleId {

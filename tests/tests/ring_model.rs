@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 
 use perfaux::Error;
 use perfaux::abi::{PAGE_SIZE, record_type};
-use perfaux::ring::{FixedLostSource, RingConfig};
+use perfaux::ring::{FixedEvent, RingConfig};
 use perfaux_tests::mem::RingMemory;
 use perfaux_tests::records::test_record;
 use proptest::prelude::*;
@@ -153,7 +153,7 @@ fn check(config: (usize, u32, bool, bool), ops: Vec<Op>) -> Result<(), TestCaseE
                 }
                 let accepted = match ring.begin(
                     record.len(),
-                    &mut FixedLostSource {
+                    &mut FixedEvent {
                         id: 5,
                         sample_id: None,
                     },

@@ -9,7 +9,7 @@ use perf_event_data::endian::Native;
 use perf_event_data::parse::{ParseConfig, Parser};
 use perfaux::Error;
 use perfaux::abi::{PerfEventHeader, aux_flags, record_type, sample_type as st};
-use perfaux::ring::{FixedLostSource, RingConfig, SampleId};
+use perfaux::ring::{FixedEvent, RingConfig, SampleId};
 use perfaux_tests::mem::RingMemory;
 use perfaux_tests::records::header_bytes;
 
@@ -102,7 +102,7 @@ fn perf_event_data_parses_every_record() {
                 Some(sample_id(i)),
             ),
         };
-        let mut source = FixedLostSource {
+        let mut source = FixedEvent {
             id: 42,
             sample_id: Some(sample_id(i)),
         };

@@ -4,7 +4,7 @@
 //!
 //! ```
 //! use perfaux::abi::{PerfEventMmapPage, PerfEventHeader, record_type};
-//! use perfaux::ring::{Consumer, FixedLostSource, Ring, RingConfig, read_header};
+//! use perfaux::ring::{Consumer, FixedEvent, Ring, RingConfig, read_header};
 //!
 //! // Caller memory: a user page and two 4 KiB data pages (8-aligned).
 //! let mut user = Box::new(PerfEventMmapPage::zeroed());
@@ -15,7 +15,7 @@
 //! let ring = unsafe { Ring::new(user_page, &chunks, 0, RingConfig::default()) }.unwrap();
 //! let mut consumer = unsafe { Consumer::new(user_page, &chunks, 0) }.unwrap();
 //!
-//! let mut handle = ring.begin(16, &mut FixedLostSource::default()).unwrap();
+//! let mut handle = ring.begin(16, &mut FixedEvent::default()).unwrap();
 //! handle.put_header(PerfEventHeader { type_: 9, misc: 0, size: 16 });
 //! handle.put_u64(42);
 //! handle.end(); // publishes data_head
@@ -38,6 +38,6 @@ mod sample_id;
 pub use buffer::{Ring, RingConfig, SelfMonitoring, Wakeup};
 pub use consumer::{BackwardReader, Consumer, read_header};
 pub use hook::{Mutation, NestHook, NoHook, Point};
-pub use output::OutputHandle;
+pub use output::{OutputHandle, OutputSink};
 pub use pages::{DataPages, MAX_DATA_SIZE, MAX_ORDER, PAGE_SHIFT};
-pub use sample_id::{FixedLostSource, LostSource, MAX_SAMPLE_ID_SIZE, SampleId};
+pub use sample_id::{FixedEvent, MAX_SAMPLE_ID_SIZE, OutputEvent, SampleId};

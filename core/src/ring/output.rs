@@ -17,7 +17,7 @@ use core::marker::PhantomData;
 
 use super::buffer::Ring;
 use super::hook::{Mutation, NestHook, Point};
-use super::sample_id::LostSource;
+use super::sample_id::OutputEvent;
 use crate::abi::{MAX_RECORD_SIZE, PerfEventHeader, record_type};
 use crate::error::{Error, Result};
 use crate::sync::{Ordering, compiler_fence, copy_to};
@@ -63,7 +63,7 @@ impl<'a, H: NestHook> Ring<'a, H> {
     ///
     /// May be called from any context of the ring's CPU, nested.
     #[inline(always)]
-    pub fn begin<'r, S: LostSource>(
+    pub fn begin<'r, S: OutputEvent>(
         &'r self,
         size: usize,
         source: &mut S,
@@ -335,8 +335,8 @@ impl<H: NestHook> OutputHandle<'_, '_, H> {
 
     /// Writes the `PERF_RECORD_LOST` that precedes the record (spec §C.3 step 11).
     #[cold]
-    fn write_lost<S: LostSource>(&mut self, source: &mut S) {
-        let trailer = source.refresh_sample_id();
+    fn write_lost<S: OutputEvent>(&mut self, source: &mut S) {
+        let trailer = source.sample_id();
         let trailer_size = trailer.map_or(0, |t| t.size());
         let header = PerfEventHeader {
             type_: record_type::LOST,
@@ -344,7 +344,7 @@ impl<H: NestHook> OutputHandle<'_, '_, H> {
             size: (LOST_RECORD_SIZE + trailer_size) as u16,
         };
         let _ = self.put_header(header);
-        let _ = self.put_u64(source.lost_id());
+        let _ = self.put_u64(source.id());
         // Local swap (`local_xchg`): takes the count, including failures of
         // writers that interrupted us since `begin` looked at it.
         let _ = self.put_u64(self.ring.lost.swap(0));
@@ -353,6 +353,22 @@ impl<H: NestHook> OutputHandle<'_, '_, H> {
             let n = t.encode(&mut buf);
             let _ = self.copy(&buf[..n]);
         }
+    }
+}
+
+/// Where copied bytes go: a record being written. `copy_aux` and a PMU's
+/// `snapshot_aux` write through it, so the same driver code serves perfaux's
+/// own [`OutputHandle`] and, in the kernel module, Linux's
+/// `struct perf_output_handle` behind a C callback.
+pub trait OutputSink {
+    /// Copies `bytes` into the record; returns how many were **not** copied.
+    fn copy(&mut self, bytes: &[u8]) -> usize;
+}
+
+impl<H: NestHook> OutputSink for OutputHandle<'_, '_, H> {
+    #[inline(always)]
+    fn copy(&mut self, bytes: &[u8]) -> usize {
+        OutputHandle::copy(self, bytes)
     }
 }
 

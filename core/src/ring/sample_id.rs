@@ -103,40 +103,41 @@ fn pair_ne(first: u32, second: u32) -> [u8; 8] {
     w
 }
 
-/// What `begin` needs from the event whose output it reserves when it has
-/// to write a `PERF_RECORD_LOST` first (spec §C.3 steps 5 and 11).
-pub trait LostSource {
+/// The event a side-band record is written for: its id and its sample_id
+/// trailer. `begin` needs it for the `PERF_RECORD_LOST` it may write first
+/// (spec §C.3 steps 5 and 11), the AUX area for `PERF_RECORD_AUX`.
+pub trait OutputEvent {
     /// `event->id` of the output event (the parent's, for inherited events).
-    fn lost_id(&self) -> u64;
+    fn id(&self) -> u64;
 
     /// `id_header_size` of the output event: 0 without `sample_id_all`.
     fn id_header_size(&self) -> usize;
 
     /// `perf_event_header__init_id`: refresh the sample_id values now (the
     /// kernel re-reads the clock and sets `stream_id` to the output event's
-    /// id, and the sample written next carries them) and return them; `None`
-    /// without `sample_id_all`.
-    fn refresh_sample_id(&mut self) -> Option<SampleId>;
+    /// id; after a LOST record the sample written next carries them) and
+    /// return them; `None` without `sample_id_all`.
+    fn sample_id(&mut self) -> Option<SampleId>;
 }
 
-/// A [`LostSource`] with fixed values: an event id, and the trailer to
+/// An [`OutputEvent`] with fixed values: an event id, and the trailer to
 /// append when the event has `sample_id_all` (refreshing changes nothing).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FixedLostSource {
+pub struct FixedEvent {
     /// `event->id`.
     pub id: u64,
     /// The trailer, when `sample_id_all`.
     pub sample_id: Option<SampleId>,
 }
 
-impl LostSource for FixedLostSource {
-    fn lost_id(&self) -> u64 {
+impl OutputEvent for FixedEvent {
+    fn id(&self) -> u64 {
         self.id
     }
     fn id_header_size(&self) -> usize {
         self.sample_id.map_or(0, |s| s.size())
     }
-    fn refresh_sample_id(&mut self) -> Option<SampleId> {
+    fn sample_id(&mut self) -> Option<SampleId> {
         self.sample_id
     }
 }

@@ -1,0 +1,272 @@
+//! [`AuxArea`]: the AUX state of a perf buffer (spec §D.1, §D.2, §D.3).
+
+use core::ptr::addr_of_mut;
+
+use crate::abi::{PAGE_SIZE, PerfEventMmapPage};
+use crate::error::{Error, Result};
+use crate::ring::Wakeup;
+use crate::sync::{AtomicBool, AtomicU32, LocalU32, LocalU64, Ordering, shared_u64};
+
+/// How an AUX area behaves.
+#[derive(Clone, Copy, Default)]
+pub struct AuxConfig<'a> {
+    /// Overwrite (snapshot) mode: the AUX mapping is read-only, `aux_tail`
+    /// is ignored and the tracer overwrites old data. Otherwise writable
+    /// (full-trace) mode.
+    pub overwrite: bool,
+    /// `attr.aux_watermark`: bytes between wakeups in writable mode; 0
+    /// means half the area (at most `u32::MAX`). Ignored in overwrite mode.
+    pub watermark: u64,
+    /// Who to wake (the AUX event's consumer); `None`: nobody.
+    pub wakeup: Option<&'a (dyn Wakeup + Sync)>,
+}
+
+impl core::fmt::Debug for AuxConfig<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("AuxConfig")
+            .field("overwrite", &self.overwrite)
+            .field("watermark", &self.watermark)
+            .field("wakeup", &self.wakeup.is_some())
+            .finish()
+    }
+}
+
+/// The AUX area of a ring over caller pages, with the PMU's private data `P`
+/// (what `setup_aux` returned).
+///
+/// Fields and who touches them:
+/// - `head`, `wakeup`, `nest`: the CPU of the AUX event, in transactions;
+/// - `in_sampling`: that CPU, around `snapshot_aux` (a sampler there checks it);
+/// - `refcount`, `mapped`: the mapping (any CPU) and transactions;
+/// - `disable_requested`: set by transactions, taken by the event layer;
+/// - user page `aux_head`: written at `end`; `aux_tail`: the consumer.
+pub struct AuxArea<'a, P = ()> {
+    pub(super) user_page: *mut PerfEventMmapPage,
+    /// One pointer per 4 KiB page, in buffer order (Linux `aux_pages[]`).
+    pub(super) pages: &'a [*mut u8],
+    pub(super) overwrite: bool,
+    pub(super) watermark: u64,
+    pub(super) waker: Option<&'a (dyn Wakeup + Sync)>,
+    /// Free-running producer position (`rb->aux_head`).
+    pub(super) head: LocalU64,
+    /// Last watermark boundary crossed (`rb->aux_wakeup`).
+    pub(super) wakeup: LocalU64,
+    /// 1 while a transaction is open (`aux_nest`).
+    pub(super) nest: LocalU32,
+    /// 1 while `snapshot_aux` runs on this area (`aux_in_sampling`).
+    pub(super) in_sampling: LocalU32,
+    /// 1 for the mapping + 1 per open transaction (`aux_refcount`).
+    pub(super) refcount: AtomicU32,
+    /// The area is mapped (`aux_mmap_count != 0`).
+    pub(super) mapped: AtomicBool,
+    /// A transaction asked for the event to be disabled (`pending_disable`).
+    pub(super) disable_requested: AtomicBool,
+    pub(super) private: P,
+}
+
+// SAFETY: the area's raw pointers are to caller memory valid for 'a (the
+// constructor's contract) and its state is atomic; it may move to the CPU
+// that owns it. Not Sync: its local words are same-CPU only.
+unsafe impl<P: Send> Send for AuxArea<'_, P> {}
+
+impl<'a, P> AuxArea<'a, P> {
+    /// An AUX area over `pages` (one 4 KiB page each, a power-of-two count,
+    /// in buffer order: a high-order block is its pages in a row), attached
+    /// to the ring whose user page this is. Zeroes the pages, writes
+    /// `aux_size` into the user page (and `aux_offset`, if 0, right after the
+    /// data area, as `perf record` maps it), and holds the mapping's reference.
+    ///
+    /// `private` is what the PMU's `setup_aux` made of the pages.
+    ///
+    /// Errors: `EINVAL` for no pages, a count that is not a power of two, a
+    /// null or misaligned page, or a null/misaligned user page.
+    ///
+    /// # Safety
+    /// `user_page` must be the live ring's user page and each page valid for
+    /// reads and writes of 4 KiB, for `'a`, not overlapping; while the area
+    /// lives they are accessed only through this crate.
+    pub unsafe fn new(
+        user_page: *mut PerfEventMmapPage,
+        pages: &'a [*mut u8],
+        config: AuxConfig<'a>,
+        private: P,
+    ) -> Result<Self> {
+        if user_page.is_null() || (user_page as usize) % 8 != 0 {
+            return Err(Error::Invalid);
+        }
+        let n = pages.len();
+        if n == 0
+            || !n.is_power_of_two()
+            || pages.iter().any(|p| p.is_null() || (*p as usize) % 8 != 0)
+        {
+            return Err(Error::Invalid);
+        }
+        let size = (n as u64) * PAGE_SIZE as u64;
+        let watermark = if config.overwrite {
+            0
+        } else if config.watermark == 0 {
+            (size / 2).min(u64::from(u32::MAX))
+        } else {
+            config.watermark
+        };
+        for &p in pages {
+            // SAFETY: each page is valid for 4 KiB of writes (the contract).
+            unsafe { crate::sync::zero(p, PAGE_SIZE) };
+        }
+        // SAFETY: the user page is valid (contract); these two words are
+        // written only here, before the area is shared.
+        unsafe {
+            let page = &mut *user_page;
+            if page.aux_offset == 0 {
+                page.aux_offset = page.data_offset + page.data_size;
+            }
+            page.aux_size = size;
+        }
+        Ok(AuxArea {
+            user_page,
+            pages,
+            overwrite: config.overwrite,
+            watermark,
+            waker: config.wakeup,
+            head: LocalU64::new(0),
+            wakeup: LocalU64::new(0),
+            nest: LocalU32::new(0),
+            in_sampling: LocalU32::new(0),
+            refcount: AtomicU32::new(1),
+            mapped: AtomicBool::new(true),
+            disable_requested: AtomicBool::new(false),
+            private,
+        })
+    }
+
+    /// Size of the area in bytes (`perf_aux_size`, in 64 bits).
+    #[inline(always)]
+    pub fn size(&self) -> u64 {
+        (self.pages.len() as u64) * PAGE_SIZE as u64
+    }
+
+    /// The pages, one per 4 KiB, in buffer order (what `setup_aux` receives).
+    pub fn pages(&self) -> &'a [*mut u8] {
+        self.pages
+    }
+
+    /// Whether the area is in overwrite (snapshot) mode.
+    pub fn is_overwrite(&self) -> bool {
+        self.overwrite
+    }
+
+    /// The wakeup watermark in bytes (0 in overwrite mode).
+    pub fn watermark(&self) -> u64 {
+        self.watermark
+    }
+
+    /// The producer position (`rb->aux_head`).
+    pub fn head(&self) -> u64 {
+        self.head.load()
+    }
+
+    /// The PMU's private data.
+    pub fn private(&self) -> &P {
+        &self.private
+    }
+
+    /// Whether a `snapshot_aux` is running on this area now (a sampler that
+    /// interrupted it must not start another, spec §E.3 step 6).
+    #[inline(always)]
+    pub fn in_sampling(&self) -> bool {
+        self.in_sampling.load() != 0
+    }
+
+    /// Marks a `snapshot_aux` as running (`perf_pmu_snapshot_aux` steps 2
+    /// and 4); the sample layer brackets the PMU call with it.
+    #[inline(always)]
+    pub fn set_in_sampling(&self, on: bool) {
+        // Plain same-CPU word (WRITE_ONCE) with compiler fences around the
+        // PMU call: an NMI on this CPU sees it set before any AUX byte is read.
+        crate::sync::compiler_fence(Ordering::SeqCst);
+        self.in_sampling.store(u32::from(on));
+        crate::sync::compiler_fence(Ordering::SeqCst);
+    }
+
+    /// Takes a pending request to disable the AUX event (made when a
+    /// writable area is full or a transaction ended TRUNCATED). Linux 6.1
+    /// loses this request on CPU 0 (spec §D.8); perfaux never does: a
+    /// documented deviation.
+    pub fn take_disable_request(&self) -> bool {
+        // Relaxed: a flag handed from the PMI path to the event layer's
+        // deferred work, which then acts on the event, not on this memory.
+        self.disable_requested.swap(false, Ordering::Relaxed)
+    }
+
+    /// The mapping goes away (`perf_mmap_close` of the last AUX vma): no new
+    /// transaction can begin, and the mapping's reference is dropped.
+    /// Returns true when no transaction holds the area any more, so the PMU's
+    /// private data can be freed (`free_aux`) and the pages released.
+    pub fn unmap(&self) -> bool {
+        // Relaxed: `begin` also takes a reference with inc-not-zero, which
+        // is what keeps the area alive; this flag only refuses new ones.
+        self.mapped.store(false, Ordering::Relaxed);
+        self.put()
+    }
+
+    /// Whether the last reference is gone (unmapped, no transaction open):
+    /// the PMU's private data may be freed and the pages released.
+    pub fn is_released(&self) -> bool {
+        // Acquire pairs with the droppers' AcqRel in `put`.
+        self.refcount.load(Ordering::Acquire) == 0
+    }
+
+    /// Whether the area is still mapped.
+    pub fn is_mapped(&self) -> bool {
+        // Relaxed: see `unmap`.
+        self.mapped.load(Ordering::Relaxed)
+    }
+
+    /// Takes a reference unless the count is 0 (`refcount_inc_not_zero`).
+    pub(super) fn get(&self) -> bool {
+        // Relaxed RMW: the count only orders the area's lifetime; the pages
+        // themselves outlive it (Rust lifetimes), as `aux_refcount` ensures in C.
+        let mut n = self.refcount.load(Ordering::Relaxed);
+        loop {
+            if n == 0 {
+                return false;
+            }
+            match self.refcount.compare_exchange_weak(
+                n,
+                n + 1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(seen) => n = seen,
+            }
+        }
+    }
+
+    /// Drops a reference; true if it was the last.
+    pub(super) fn put(&self) -> bool {
+        // AcqRel: the last dropper sees every transaction's effects before
+        // the area is freed (pairs with the other droppers' Release).
+        self.refcount.fetch_sub(1, Ordering::AcqRel) == 1
+    }
+
+    /// The user page's `aux_head` word.
+    pub(super) fn aux_head_word(&self) -> &crate::sync::AtomicU64 {
+        // SAFETY: within the user page, valid and aligned for 'a, accessed
+        // only atomically while the area lives (the constructor's contract).
+        unsafe { shared_u64(addr_of_mut!((*self.user_page).aux_head)) }
+    }
+
+    /// The user page's `aux_tail` word.
+    pub(super) fn aux_tail_word(&self) -> &crate::sync::AtomicU64 {
+        // SAFETY: as for `aux_head_word`.
+        unsafe { shared_u64(addr_of_mut!((*self.user_page).aux_tail)) }
+    }
+
+    /// Wakes the AUX consumer (`perf_output_wakeup`).
+    pub(super) fn wake(&self) {
+        if let Some(w) = self.waker {
+            w.wakeup();
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! `copy_aux`: AUX bytes into an output sink (`perf_output_copy_aux`, spec §E.6).
+
+use super::handle::AuxHandle;
+use crate::abi::PAGE_SIZE;
+use crate::error::{Error, Result};
+use crate::ring::OutputSink;
+
+/// Copies the AUX bytes `[from, to)` of `handle`'s area, circularly, into
+/// `sink`; returns how many bytes were copied.
+///
+/// Positions are masked with the area size (in 64 bits, not Linux's `int`,
+/// spec §D.9). `from > to` wraps through the end of the area; **`from == to`
+/// copies the whole area**, oldest byte (`from`) first, exactly as Linux
+/// does — callers must not ask for zero bytes this way. At most one AUX page
+/// goes to the sink per call. `EFAULT` if the sink takes fewer bytes than
+/// given (Linux's `perf_output_copy` remainder).
+///
+/// Called from `snapshot_aux`, in PMI context: the tracer must not write the
+/// range during the copy (the PMU stops it first, spec §E.7).
+#[inline]
+pub fn copy_aux<P, S: OutputSink + ?Sized>(
+    handle: &AuxHandle<'_, '_, P>,
+    sink: &mut S,
+    from: u64,
+    to: u64,
+) -> Result<u64> {
+    let area = handle.area();
+    let pages = area.pages();
+    let mask = area.size() - 1;
+    let page = PAGE_SIZE as u64;
+    let (mut from, to) = (from & mask, to & mask);
+    let mut len = 0;
+    loop {
+        let mut chunk = page - from % page;
+        if to > from {
+            chunk = chunk.min(to - from);
+        }
+        let index = (from / page) as usize;
+        let Some(&base) = pages.get(index) else {
+            return Err(Error::Fault); // unreachable: from <= mask
+        };
+        let src = base.wrapping_add((from % page) as usize);
+        // SAFETY: `src..src + chunk` lies in one AUX page (chunk <= bytes to
+        // the page's end), valid for reads for the area's life; the tracer
+        // does not write it during the copy (this function's contract).
+        let bytes = unsafe { core::slice::from_raw_parts(src.cast_const(), chunk as usize) };
+        if sink.copy(bytes) != 0 {
+            return Err(Error::Fault);
+        }
+        len += chunk;
+        from = (from + chunk) & mask;
+        if from == to {
+            return Ok(len);
+        }
+    }
+}
