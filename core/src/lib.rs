@@ -13,6 +13,8 @@
 //!   size and offset asserted;
 //! - [`attr`]: attr copy-in (size negotiation) and the open-time checks;
 //! - [`aux`]: the AUX area, AUX transactions, `PERF_RECORD_AUX`, `copy_aux`;
+//! - [`sample`]: sample records: layout (with the AUX size clamp) and output
+//!   (with the AUX block from `snapshot_aux`);
 //! - [`ring`]: the data ring: output handles with NMI nesting, lost
 //!   records, wakeups, and its consumers;
 //! - [`PmuCaps`]: what a PMU can do, as those checks need to know;
@@ -31,6 +33,7 @@ pub mod aux;
 mod caps;
 mod error;
 pub mod ring;
+pub mod sample;
 mod sync;
 
 /// Loom-model memory (only under `cfg(loom)`): see `sync`.

@@ -2,4 +2,5 @@
 //! memory for rings, and helpers to build rings and consumers over it.
 
 pub mod mem;
+pub mod pmu;
 pub mod records;

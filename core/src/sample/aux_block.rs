@@ -1,0 +1,79 @@
+//! The AUX block of a sample: its size (spec §E.3) and its bytes, from the
+//! AUX leader PMU's `snapshot_aux` (spec §E.4, §E.5, §E.7).
+
+use crate::aux::AuxArea;
+use crate::ring::OutputSink;
+
+/// A PMU that can copy the newest bytes of its AUX trace into a sample
+/// (Linux `pmu::snapshot_aux`, spec §E.7).
+pub trait SnapshotAux {
+    /// Copies at most `size` bytes, the newest of the trace (oldest byte
+    /// first), into `sink`; returns how many, or a negative errno.
+    ///
+    /// Called with interrupts masked, usually from NMI, on the CPU where the
+    /// AUX event is active. Must not change the event's state (no stop/start
+    /// visible to it, no AUX transaction end), must make the tracer's writes
+    /// visible before reading them, and resume tracing only if it was running.
+    fn snapshot_aux(&self, sink: &mut dyn OutputSink, size: u64) -> i64;
+}
+
+/// Masks local interrupts around `snapshot_aux` (Linux `local_irq_save`),
+/// supplied by the platform. NMIs can still arrive.
+pub trait IrqMask {
+    /// Masks interrupts; returns the state to restore.
+    fn save(&self) -> usize;
+    /// Restores the state `save` returned.
+    fn restore(&self, state: usize);
+}
+
+/// For callers that already run with interrupts masked (or have none).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoIrqMask;
+
+impl IrqMask for NoIrqMask {
+    #[inline(always)]
+    fn save(&self) -> usize {
+        0
+    }
+    #[inline(always)]
+    fn restore(&self, _state: usize) {}
+}
+
+/// The AUX side of a sampler (`event->aux_event`): the AUX leader's area
+/// (through the parent for inherited events), its PMU, and whether the
+/// leader is active on this CPU now.
+pub struct AuxSampling<'x, 'a, P> {
+    /// The leader's AUX area.
+    pub area: &'x AuxArea<'a, P>,
+    /// The leader's PMU.
+    pub pmu: &'x dyn SnapshotAux,
+    /// The leader is ACTIVE and on this CPU (spec §E.3 steps 3-4; otherwise
+    /// Linux WARNs and the sample carries no AUX data).
+    pub active_here: bool,
+}
+
+impl<P> AuxSampling<'_, '_, P> {
+    /// `perf_prepare_sample_aux`: how many AUX bytes a sample asking for
+    /// `size` (already clamped and rounded to 8) can carry: 0 if the leader
+    /// is not active here, the area is unmapped, or a snapshot is running on
+    /// it now (an NMI inside another sample's copy, spec H.3 S7); else at
+    /// most the area's size.
+    pub(super) fn prepare(&self, size: u64) -> u64 {
+        if !self.active_here || !self.area.is_mapped() || self.area.in_sampling() {
+            return 0;
+        }
+        let size = size.min(self.area.size());
+        (size + 7) & !7
+    }
+
+    /// `perf_pmu_snapshot_aux`: the PMU call between the `in_sampling`
+    /// guard, with interrupts masked.
+    pub(super) fn snapshot(&self, irq: &dyn IrqMask, sink: &mut dyn OutputSink, size: u64) -> i64 {
+        let state = irq.save();
+        self.area.set_in_sampling(true);
+        let n = self.pmu.snapshot_aux(sink, size);
+        self.area.set_in_sampling(false);
+        irq.restore(state);
+        n
+    }
+}

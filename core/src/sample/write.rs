@@ -1,0 +1,199 @@
+//! `perf_output_sample`: the record's bytes in the kernel's order, AUX last
+//! (spec §A.5, §E.4).
+
+use super::aux_block::{AuxSampling, IrqMask};
+use super::data::{ReadGroupEntry, Regs, SampleData};
+use super::layout::SampleLayout;
+use crate::abi::{
+    PerfEventAttr, PerfEventHeader, branch_sample_type as br, read_format as rf, record_type,
+    sample_type as st,
+};
+use crate::ring::{NestHook, OutputHandle, OutputSink};
+
+/// Zeros for padding, copied in pieces.
+const ZEROS: [u8; 64] = [0; 64];
+
+/// Writes the sample `prepare` laid out into `handle` (opened with
+/// `layout.size` bytes). The AUX block's bytes come from `aux`'s PMU through
+/// `snapshot_aux`, with interrupts masked by `irq` and the area's
+/// `in_sampling` guard set.
+///
+/// Where the PMU copies fewer bytes than the AUX size (or fails), the rest
+/// of the block is zero-filled. Linux writes at most 8 zero bytes and leaves
+/// older ring bytes in the remainder (spec §E.4); perfaux deliberately never
+/// exposes stale bytes.
+pub fn output<H: NestHook, P>(
+    handle: &mut OutputHandle<'_, '_, H>,
+    attr: &PerfEventAttr,
+    data: &SampleData<'_>,
+    layout: &SampleLayout,
+    aux: Option<&AuxSampling<'_, '_, P>>,
+    irq: &dyn IrqMask,
+) {
+    let t = attr.sample_type;
+    let has = |bit: u64| t & bit != 0;
+    let h = handle;
+    let _ = h.put_header(PerfEventHeader {
+        type_: record_type::SAMPLE,
+        misc: data.misc,
+        size: layout.size,
+    });
+    let put = |h: &mut OutputHandle<'_, '_, H>, bit: u64, v: u64| {
+        if has(bit) {
+            let _ = h.put_u64(v);
+        }
+    };
+    put(h, st::IDENTIFIER, data.id);
+    put(h, st::IP, data.ip);
+    put(h, st::TID, pair(data.pid, data.tid));
+    put(h, st::TIME, data.time);
+    put(h, st::ADDR, data.addr);
+    put(h, st::ID, data.id);
+    put(h, st::STREAM_ID, data.stream_id);
+    put(h, st::CPU, pair(data.cpu, 0));
+    put(h, st::PERIOD, data.period);
+    if has(st::READ) {
+        write_read(h, attr.read_format, data);
+    }
+    if has(st::CALLCHAIN) {
+        let _ = h.put_u64(data.callchain.len() as u64);
+        for &ip in data.callchain {
+            let _ = h.put_u64(ip);
+        }
+    }
+    if has(st::RAW) {
+        match data.raw {
+            Some(raw) => {
+                let _ = h.copy(&layout.raw_size.to_ne_bytes());
+                let _ = h.copy(raw);
+                let _ = h.copy(&ZEROS[..layout.raw_size as usize - raw.len()]);
+            }
+            None => {
+                // The empty RAW: size 4, then one zero u32.
+                let _ = h.put_u64(pair(4, 0));
+            }
+        }
+    }
+    if has(st::BRANCH_STACK) {
+        match data.branch_stack {
+            Some(b) => {
+                let _ = h.put_u64(b.entries.len() as u64);
+                if attr.branch_sample_type & br::HW_INDEX != 0 {
+                    let _ = h.put_u64(b.hw_index);
+                }
+                for e in b.entries {
+                    for &w in e {
+                        let _ = h.put_u64(w);
+                    }
+                }
+                if attr.branch_sample_type & br::COUNTERS != 0 {
+                    for &c in b.counters {
+                        let _ = h.put_u64(c);
+                    }
+                }
+            }
+            None => {
+                let _ = h.put_u64(0);
+            }
+        }
+    }
+    if has(st::REGS_USER) {
+        write_regs(h, &data.regs_user);
+    }
+    if has(st::STACK_USER) {
+        let _ = h.put_u64(u64::from(layout.stack_size));
+        if layout.stack_size != 0 {
+            let stack = data.stack_user.stack.unwrap_or(&[]);
+            let dump = &stack[..usize::from(layout.stack_size).min(stack.len())];
+            let _ = h.copy(dump);
+            // Bytes that could not be copied are skipped, as Linux does.
+            let _ = h.skip(usize::from(layout.stack_size) - dump.len());
+            let _ = h.put_u64(dump.len() as u64);
+        }
+    }
+    put(h, st::WEIGHT_TYPE, data.weight);
+    put(h, st::DATA_SRC, data.data_src);
+    put(h, st::TRANSACTION, data.transaction);
+    if has(st::REGS_INTR) {
+        write_regs(h, &data.regs_intr);
+    }
+    put(h, st::PHYS_ADDR, data.phys_addr);
+    put(h, st::CGROUP, data.cgroup);
+    put(h, st::DATA_PAGE_SIZE, data.data_page_size);
+    put(h, st::CODE_PAGE_SIZE, data.code_page_size);
+    if has(st::AUX) {
+        let _ = h.put_u64(layout.aux_size);
+        if layout.aux_size != 0 {
+            if let Some(aux) = aux {
+                // The AUX block is the record's last field: the handle's
+                // remaining bytes are exactly the AUX size, so the PMU
+                // cannot write past it whatever it does.
+                let _ = aux.snapshot(irq, h as &mut dyn OutputSink, layout.aux_size);
+            }
+            zero_fill(h);
+        }
+    }
+}
+
+/// Two u32 fields as one little word, `first` at the lower address.
+fn pair(first: u32, second: u32) -> u64 {
+    let mut w = [0u8; 8];
+    w[..4].copy_from_slice(&first.to_ne_bytes());
+    w[4..].copy_from_slice(&second.to_ne_bytes());
+    u64::from_ne_bytes(w)
+}
+
+/// `perf_output_read_one` / `perf_output_read_group`.
+fn write_read<H: NestHook>(h: &mut OutputHandle<'_, '_, H>, format: u64, data: &SampleData<'_>) {
+    let r = &data.read;
+    let entry = |h: &mut OutputHandle<'_, '_, H>, e: &ReadGroupEntry| {
+        let _ = h.put_u64(e.value);
+        if format & rf::ID != 0 {
+            let _ = h.put_u64(e.id);
+        }
+        if format & rf::LOST != 0 {
+            let _ = h.put_u64(e.lost);
+        }
+    };
+    if format & rf::GROUP != 0 {
+        let _ = h.put_u64(r.group.len() as u64);
+    } else {
+        let _ = h.put_u64(r.this.value);
+    }
+    if format & rf::TOTAL_TIME_ENABLED != 0 {
+        let _ = h.put_u64(r.time_enabled);
+    }
+    if format & rf::TOTAL_TIME_RUNNING != 0 {
+        let _ = h.put_u64(r.time_running);
+    }
+    if format & rf::GROUP != 0 {
+        for e in r.group {
+            entry(h, e);
+        }
+    } else {
+        if format & rf::ID != 0 {
+            let _ = h.put_u64(r.this.id);
+        }
+        if format & rf::LOST != 0 {
+            let _ = h.put_u64(r.this.lost);
+        }
+    }
+}
+
+/// The ABI word, then the registers unless the ABI is 0.
+fn write_regs<H: NestHook>(h: &mut OutputHandle<'_, '_, H>, regs: &Regs<'_>) {
+    let _ = h.put_u64(regs.abi);
+    if regs.abi != 0 {
+        for &v in regs.values {
+            let _ = h.put_u64(v);
+        }
+    }
+}
+
+/// Zeroes whatever is left of the reservation.
+fn zero_fill<H: NestHook>(h: &mut OutputHandle<'_, '_, H>) {
+    while h.remaining() != 0 {
+        let n = h.remaining().min(ZEROS.len());
+        let _ = h.copy(&ZEROS[..n]);
+    }
+}
