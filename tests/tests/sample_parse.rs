@@ -7,7 +7,10 @@ use perf_event_data::parse::{ParseConfig, Parser};
 use perfaux::abi::{PerfEventAttr, branch_sample_type as br, read_format as rf, sample_type as st};
 use perfaux::aux::{AuxArea, AuxConfig};
 use perfaux::ring::{FixedEvent, RingConfig};
-use perfaux::sample::{AuxSampling, BranchStack, NoIrqMask, ReadGroupEntry, ReadValues, Regs, SampleData, StackUser, write_sample};
+use perfaux::sample::{
+    AuxSampling, BranchStack, NoIrqMask, ReadGroupEntry, ReadValues, Regs, SampleData, StackUser,
+    write_sample,
+};
 use perfaux_tests::mem::{AuxMemory, RingMemory};
 use perfaux_tests::pmu::TestPmu;
 
@@ -30,11 +33,26 @@ fn every_field_and_the_aux_bytes_parse_back() {
     let ring = mem.ring(RingConfig::default());
     let aux = AuxMemory::new(4, 2);
     // SAFETY: the memory outlives the area and is used only by it.
-    let area = unsafe { AuxArea::new(mem.user_page(), aux.pages(), AuxConfig { overwrite: true, ..AuxConfig::default() }, ()) }.unwrap();
+    let area = unsafe {
+        AuxArea::new(
+            mem.user_page(),
+            aux.pages(),
+            AuxConfig {
+                overwrite: true,
+                ..AuxConfig::default()
+            },
+            (),
+        )
+    }
+    .unwrap();
     let pmu = TestPmu::new(&area);
     let trace: Vec<u8> = (0..30_000u32).map(|i| (i * 7 % 256) as u8).collect();
     pmu.trace(&aux, &trace);
-    let sampling = AuxSampling { area: &area, pmu: &pmu, active_here: true };
+    let sampling = AuxSampling {
+        area: &area,
+        pmu: &pmu,
+        active_here: true,
+    };
 
     let mut a = PerfEventAttr::new(136);
     a.sample_type = ALL;
@@ -44,8 +62,16 @@ fn every_field_and_the_aux_bytes_parse_back() {
     a.sample_regs_intr = 0b11;
     a.sample_stack_user = 64;
     let group = [
-        ReadGroupEntry { value: 100, id: 1, lost: 0 },
-        ReadGroupEntry { value: 200, id: 2, lost: 3 },
+        ReadGroupEntry {
+            value: 100,
+            id: 1,
+            lost: 0,
+        },
+        ReadGroupEntry {
+            value: 200,
+            id: 2,
+            lost: 3,
+        },
     ];
     let chain = [0xffff_ffff_ffff_fe00, 0x401000, 0x402000];
     let raw = [1u8, 2, 3, 4, 5];
@@ -65,23 +91,48 @@ fn every_field_and_the_aux_bytes_parse_back() {
             stream_id: 43,
             cpu: 1,
             period: 10_000,
-            read: ReadValues { time_enabled: 500, time_running: 400, this: ReadGroupEntry::default(), group: &group },
+            read: ReadValues {
+                time_enabled: 500,
+                time_running: 400,
+                this: ReadGroupEntry::default(),
+                group: &group,
+            },
             callchain: &chain,
             raw: Some(&raw),
-            branch_stack: Some(BranchStack { hw_index: 9, entries: &entries, counters: &[] }),
-            regs_user: Regs { abi: 2, values: &user_regs },
-            stack_user: StackUser { stack: Some(&stack) },
+            branch_stack: Some(BranchStack {
+                hw_index: 9,
+                entries: &entries,
+                counters: &[],
+            }),
+            regs_user: Regs {
+                abi: 2,
+                values: &user_regs,
+            },
+            stack_user: StackUser {
+                stack: Some(&stack),
+            },
             weight: 77,
             data_src: 0x1234,
             transaction: 5,
-            regs_intr: Regs { abi: 2, values: &intr_regs },
+            regs_intr: Regs {
+                abi: 2,
+                values: &intr_regs,
+            },
             phys_addr: 0x1_0000_0000,
             cgroup: 99,
             data_page_size: 4096,
             code_page_size: 2 << 20,
         };
         a.aux_sample_size = aux_sample_size;
-        let layout = write_sample(&ring, &mut FixedEvent::default(), &a, &d, Some(&sampling), &NoIrqMask).unwrap();
+        let layout = write_sample(
+            &ring,
+            &mut FixedEvent::default(),
+            &a,
+            &d,
+            Some(&sampling),
+            &NoIrqMask,
+        )
+        .unwrap();
         let mut c = mem.consumer();
         c.refresh();
         let mut scratch = vec![0u8; 65536];
@@ -89,27 +140,61 @@ fn every_field_and_the_aux_bytes_parse_back() {
         c.commit();
         assert_eq!(bytes.len(), usize::from(layout.size));
 
-        let record: Record<'_> = Parser::new(&bytes[..], parse_config(&a)).parse().expect("perf-event-data parses the sample");
-        let Record::Sample(s) = record else { panic!("a sample") };
-        assert_eq!((s.id(), s.ip(), s.pid(), s.tid(), s.time()), (Some(42), Some(0x401234), Some(7), Some(8), Some(1_000_000)));
-        assert_eq!((s.addr(), s.stream_id(), s.cpu(), s.period()), (Some(0xdead_0000), Some(43), Some(1), Some(10_000)));
+        let record: Record<'_> = Parser::new(&bytes[..], parse_config(&a))
+            .parse()
+            .expect("perf-event-data parses the sample");
+        let Record::Sample(s) = record else {
+            panic!("a sample")
+        };
+        assert_eq!(
+            (s.id(), s.ip(), s.pid(), s.tid(), s.time()),
+            (Some(42), Some(0x401234), Some(7), Some(8), Some(1_000_000))
+        );
+        assert_eq!(
+            (s.addr(), s.stream_id(), s.cpu(), s.period()),
+            (Some(0xdead_0000), Some(43), Some(1), Some(10_000))
+        );
         let values = s.values().unwrap();
-        assert_eq!((values.time_enabled(), values.time_running(), values.len()), (Some(500), Some(400), 2));
-        let e: Vec<_> = values.entries().map(|e| (e.value(), e.id(), e.lost())).collect();
+        assert_eq!(
+            (values.time_enabled(), values.time_running(), values.len()),
+            (Some(500), Some(400), 2)
+        );
+        let e: Vec<_> = values
+            .entries()
+            .map(|e| (e.value(), e.id(), e.lost()))
+            .collect();
         assert_eq!(e, [(100, Some(1), Some(0)), (200, Some(2), Some(3))]);
         assert_eq!(s.callchain(), Some(&chain[..]));
         assert_eq!(&s.raw().unwrap()[..5], &raw);
         assert_eq!(s.lbr_hw_index(), Some(9));
-        let lbr: Vec<_> = s.lbr().unwrap().iter().map(|b| (b.from(), b.to())).collect();
+        let lbr: Vec<_> = s
+            .lbr()
+            .unwrap()
+            .iter()
+            .map(|b| (b.from(), b.to()))
+            .collect();
         assert_eq!(lbr, [(0x10, 0x20), (0x30, 0x40)]);
         assert_eq!(&s.regs_user().unwrap().regs[..], &user_regs);
         assert_eq!(s.stack_user(), Some(&stack[..64]));
         assert_eq!(s.weight(), Some(77));
         assert_eq!(&s.regs_intr().unwrap().regs[..], &intr_regs);
-        assert_eq!((s.phys_addr(), s.cgroup(), s.data_page_size(), s.code_page_size()), (Some(0x1_0000_0000), Some(99), Some(4096), Some(2 << 20)));
+        assert_eq!(
+            (
+                s.phys_addr(),
+                s.cgroup(),
+                s.data_page_size(),
+                s.code_page_size()
+            ),
+            (Some(0x1_0000_0000), Some(99), Some(4096), Some(2 << 20))
+        );
         let aux_bytes = s.aux().unwrap();
         assert_eq!(aux_bytes.len() as u64, layout.aux_size);
-        let want: Vec<u8> = (0..layout.aux_size).map(|i| aux.byte((30_000 - layout.aux_size + i) as usize)).collect();
-        assert!(aux_bytes == &want[..], "AUX bytes for aux_sample_size {aux_sample_size}");
+        let want: Vec<u8> = (0..layout.aux_size)
+            .map(|i| aux.byte((30_000 - layout.aux_size + i) as usize))
+            .collect();
+        assert!(
+            aux_bytes == &want[..],
+            "AUX bytes for aux_sample_size {aux_sample_size}"
+        );
     }
 }
