@@ -9,6 +9,10 @@
 //!   a 128 KiB area at the positions a ring would use (8-byte aligned, 40
 //!   bytes past a cache line) and at cache-line-aligned positions.
 //!
+//! - `sample/<aux size>-<contiguous|wrapped>/{perfaux,memcpy}`: a PMI-path
+//!   sample (IP|TID|TIME|CPU|PERIOD + AUX) with 4, 16 and 64 KiB snapshots
+//!   through the test PMU's `snapshot_aux`, against a memcpy of the AUX bytes.
+//!
 //! `scripts/bench-report` turns criterion's estimates into the ratio table of
 //! BENCHMARKS.md.
 
@@ -17,8 +21,12 @@ use std::mem::MaybeUninit;
 
 use bbqueue::nicknames::Churrasco;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use perfaux::abi::{PerfEventAttr, sample_type as st};
+use perfaux::aux::{AuxArea, AuxConfig};
 use perfaux::ring::{FixedEvent, RingConfig};
-use perfaux_tests::mem::{PageBlock, RingMemory};
+use perfaux::sample::{AuxSampling, NoIrqMask, SampleData, write_sample};
+use perfaux_tests::mem::{AuxMemory, PageBlock, RingMemory};
+use perfaux_tests::pmu::TestPmu;
 
 const RING_BYTES: usize = 256 * 1024;
 const DRAIN_EVERY: usize = 64 * 1024;
@@ -158,5 +166,100 @@ fn copy_path(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, write_path, copy_path);
+/// The PMI path of a sample with AUX data: `write_sample` (prepare, begin,
+/// IP|TID|TIME|CPU|PERIOD, the AUX block through the test PMU's
+/// `snapshot_aux` and `copy_aux`, end) against one memcpy of the same AUX
+/// bytes at the same ring positions.
+fn sample_path(c: &mut Criterion) {
+    let mut group = c.benchmark_group("sample");
+    let fixed = st::IP | st::TID | st::TIME | st::CPU | st::PERIOD | st::AUX;
+    // 65472 is the largest AUX block next to these fields (spec E.2).
+    for size in [4096u32, 16384, 65472] {
+        for wrapped in [false, true] {
+            let name = if wrapped { "wrapped" } else { "contiguous" };
+            group.throughput(Throughput::Bytes(u64::from(size)));
+            let mem = RingMemory::new(64, 0); // 256 KiB, overwrite mode
+            let ring = mem.ring(RingConfig {
+                overwrite: true,
+                ..RingConfig::default()
+            });
+            let aux = AuxMemory::new(32, 0); // 128 KiB of separate pages
+            // SAFETY: the memory outlives the area and is used only by it.
+            let area = unsafe {
+                AuxArea::new(
+                    mem.user_page(),
+                    aux.pages(),
+                    AuxConfig {
+                        overwrite: true,
+                        ..AuxConfig::default()
+                    },
+                    (),
+                )
+            }
+            .expect("valid AUX memory");
+            let pmu = TestPmu::new(&area);
+            // The newest bytes end 1000 bytes after the area's end (wrapped) or
+            // well inside it (contiguous).
+            let end = if wrapped {
+                128 * 1024 + 1000
+            } else {
+                100 * 1024
+            };
+            pmu.position.set(end);
+            let sampling = AuxSampling {
+                area: &area,
+                pmu: &pmu,
+                active_here: true,
+            };
+            let mut attr = PerfEventAttr::new(136);
+            attr.sample_type = fixed;
+            attr.aux_sample_size = size;
+            let data = SampleData {
+                ip: 0x401000,
+                pid: 1,
+                tid: 2,
+                time: 3,
+                cpu: 1,
+                period: 10_000,
+                ..SampleData::default()
+            };
+            let mut event = FixedEvent::default();
+            group.bench_function(BenchmarkId::new(format!("{size}-{name}"), "perfaux"), |b| {
+                b.iter(|| {
+                    let layout = write_sample(
+                        &ring,
+                        &mut event,
+                        &attr,
+                        black_box(&data),
+                        Some(&sampling),
+                        &NoIrqMask,
+                    )
+                    .expect("overwrite mode never refuses");
+                    black_box(layout);
+                })
+            });
+            let src: Vec<u8> = (0..size).map(|i| i as u8).collect();
+            let dst = PageBlock::new(256 * 1024 + 64 * 1024);
+            let mut pos = 40usize;
+            group.bench_function(BenchmarkId::new(format!("{size}-{name}"), "memcpy"), |b| {
+                b.iter(|| {
+                    // SAFETY: `pos < 256 KiB` and `size < 64 KiB`: inside the
+                    // block; distinct allocations.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            black_box(src.as_ptr()),
+                            dst.ptr().add(pos),
+                            size as usize,
+                        )
+                    };
+                    black_box(dst.ptr());
+                    pos = (pos + size as usize + 56) % (256 * 1024);
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, write_path, copy_path, sample_path);
 criterion_main!(benches);

@@ -437,3 +437,95 @@ fn c7_c8_c9_short_or_failed_snapshots_are_zero_filled() {
         );
     }
 }
+
+/// Spec H.2 B13: a sample written right after a PERF_RECORD_LOST carries
+/// the identity values refreshed for that record (the new time, and the
+/// output event's id as stream id), as Linux's does.
+#[test]
+fn b13_a_sample_after_a_lost_record_carries_the_refreshed_values() {
+    use perfaux::ring::{OutputEvent, SampleId};
+    struct Clock(u64);
+    impl OutputEvent for Clock {
+        fn id(&self) -> u64 {
+            77
+        }
+        fn id_header_size(&self) -> usize {
+            16
+        }
+        fn sample_id(&mut self) -> Option<SampleId> {
+            self.0 += 1;
+            Some(SampleId {
+                sample_type: st::TID | st::TIME,
+                pid: 10,
+                tid: 11,
+                time: self.0,
+                stream_id: 77,
+                ..SampleId::default()
+            })
+        }
+    }
+    let mem = RingMemory::new(1, 0);
+    let ring = mem.ring(RingConfig::default());
+    ring.pause();
+    assert!(
+        sample(
+            &ring,
+            &attr(st::TID | st::TIME | st::STREAM_ID, 0),
+            &data(),
+            None
+        )
+        .is_err()
+    );
+    ring.resume();
+    let mut clock = Clock(5000);
+    let a = attr(st::TID | st::TIME | st::STREAM_ID, 0);
+    write_sample(
+        &ring,
+        &mut clock,
+        &a,
+        &SampleData {
+            stream_id: 1,
+            ..data()
+        },
+        None::<&AuxSampling<'_, '_, ()>>,
+        &NoIrqMask,
+    )
+    .unwrap();
+    let r = records(&mem);
+    assert_eq!(
+        read_header(&r[0]).unwrap().type_,
+        perfaux::abi::record_type::LOST
+    );
+    assert_eq!(
+        u64::from_ne_bytes(r[0][32..40].try_into().unwrap()),
+        5001,
+        "the LOST trailer's time"
+    );
+    let s = &r[1];
+    assert_eq!(
+        u64::from_ne_bytes(s[16..24].try_into().unwrap()),
+        5001,
+        "the sample's time is the refreshed one"
+    );
+    assert_eq!(
+        u64::from_ne_bytes(s[24..32].try_into().unwrap()),
+        77,
+        "stream_id from the output event"
+    );
+    // Without a LOST record, the caller's values stand.
+    write_sample(
+        &ring,
+        &mut clock,
+        &a,
+        &SampleData {
+            stream_id: 1,
+            ..data()
+        },
+        None::<&AuxSampling<'_, '_, ()>>,
+        &NoIrqMask,
+    )
+    .unwrap();
+    let r = records(&mem);
+    assert_eq!(u64::from_ne_bytes(r[0][16..24].try_into().unwrap()), 12345);
+    assert_eq!(u64::from_ne_bytes(r[0][24..32].try_into().unwrap()), 1);
+}

@@ -18,14 +18,17 @@ pub use layout::{SampleLayout, prepare};
 pub use write::output;
 
 use crate::error::Result;
-use crate::ring::{NestHook, OutputEvent, Ring};
+use crate::ring::{NestHook, OutputEvent, Ring, SampleId};
 
 /// Writes one sample the way Linux's `__perf_event_output` does: `prepare`
 /// (no PMU call), reserve the record (`ENOSPC`: the sample is dropped,
 /// counted lost by the ring, and the AUX PMU is **not** touched, spec H.3
-/// S8), `output` (the AUX block from `snapshot_aux`), publish. `event` is the
-/// output event (for a `PERF_RECORD_LOST` written first). `wakeup_events`
-/// is the event's `attr.wakeup_events` when it has no `watermark`, else 0.
+/// S8), `output` (the AUX block from `snapshot_aux`), publish; the sample
+/// counts toward `attr.wakeup_events` unless the event uses a watermark.
+///
+/// `event` is the output event. When a `PERF_RECORD_LOST` goes first, Linux
+/// refreshes the sample's identity fields from it (pid/tid, time, id,
+/// stream_id, cpu: spec H.2 B13) and the sample carries those: so does this.
 pub fn write_sample<H: NestHook, P, E: OutputEvent>(
     ring: &Ring<'_, H>,
     event: &mut E,
@@ -35,11 +38,49 @@ pub fn write_sample<H: NestHook, P, E: OutputEvent>(
     irq: &dyn IrqMask,
 ) -> Result<SampleLayout> {
     let layout = prepare(attr, data, aux)?;
-    let mut handle = ring.begin(usize::from(layout.size), event)?;
-    output(&mut handle, attr, data, &layout, aux, irq);
+    let mut watcher = RefreshWatcher {
+        inner: event,
+        refreshed: None,
+    };
+    let mut handle = ring.begin(usize::from(layout.size), &mut watcher)?;
+    match watcher.refreshed {
+        None => output(&mut handle, attr, data, &layout, aux, irq),
+        Some(id) => {
+            let refreshed = SampleData {
+                pid: id.pid,
+                tid: id.tid,
+                time: id.time,
+                id: id.id,
+                stream_id: id.stream_id,
+                cpu: id.cpu,
+                ..*data
+            };
+            output(&mut handle, attr, &refreshed, &layout, aux, irq);
+        }
+    }
     if !attr.watermark() {
         handle.count_sample(attr.wakeup_events);
     }
     handle.end();
     Ok(layout)
+}
+
+/// Passes an [`OutputEvent`] through, remembering the sample_id it handed
+/// out for a `PERF_RECORD_LOST`.
+struct RefreshWatcher<'e, E> {
+    inner: &'e mut E,
+    refreshed: Option<SampleId>,
+}
+
+impl<E: OutputEvent> OutputEvent for RefreshWatcher<'_, E> {
+    fn id(&self) -> u64 {
+        self.inner.id()
+    }
+    fn id_header_size(&self) -> usize {
+        self.inner.id_header_size()
+    }
+    fn sample_id(&mut self) -> Option<SampleId> {
+        self.refreshed = self.inner.sample_id();
+        self.refreshed
+    }
 }
