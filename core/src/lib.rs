@@ -15,6 +15,8 @@
 //! - [`aux`]: the AUX area, AUX transactions, `PERF_RECORD_AUX`, `copy_aux`;
 //! - [`sample`]: sample records: layout (with the AUX size clamp) and output
 //!   (with the AUX block from `snapshot_aux`);
+//! - [`event`], [`pmu`]: events and groups (AUX leader link, states,
+//!   output redirection, inheritance, the overflow flow) over the PMU contract;
 //! - [`ring`]: the data ring: output handles with NMI nesting, lost
 //!   records, wakeups, and its consumers;
 //! - [`PmuCaps`]: what a PMU can do, as those checks need to know;
@@ -32,6 +34,8 @@ pub mod attr;
 pub mod aux;
 mod caps;
 mod error;
+pub mod event;
+pub mod pmu;
 pub mod ring;
 pub mod sample;
 mod sync;

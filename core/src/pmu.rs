@@ -1,0 +1,74 @@
+//! The PMU contract (Linux `struct pmu`, the parts AUX sampling uses), and
+//! the platform services the event layer needs.
+
+use crate::abi::PerfEventAttr;
+use crate::caps::PmuCaps;
+use crate::error::Result;
+use crate::ring::OutputSink;
+use crate::sample::IrqMask;
+
+/// `PERF_EF_*`: flags of `add`, `start` and `stop`.
+pub mod ef {
+    /// `PERF_EF_START`: start counting/tracing right after `add`.
+    pub const START: u32 = 0x01;
+    /// `PERF_EF_RELOAD`: reload the counter on `start`.
+    pub const RELOAD: u32 = 0x02;
+    /// `PERF_EF_UPDATE`: update the counter on `stop`.
+    pub const UPDATE: u32 = 0x04;
+    /// `PERF_EF_PAUSE`: pause the AUX trace (`aux_pause`, Linux 6.13).
+    pub const PAUSE: u32 = 0x08;
+    /// `PERF_EF_RESUME`: resume the AUX trace (`aux_resume`).
+    pub const RESUME: u32 = 0x10;
+}
+
+/// What a PMU learns about the event it drives.
+#[derive(Clone, Copy, Debug)]
+pub struct EventInfo<'e> {
+    /// The event's attr.
+    pub attr: &'e PerfEventAttr,
+    /// The event's id.
+    pub id: u64,
+    /// The CPU it is bound to, or -1 (per task).
+    pub cpu: i32,
+}
+
+/// A PMU as the event layer drives it. All methods run on the CPU the
+/// event is (being) scheduled on, with interrupts masked; `snapshot_aux`
+/// also from NMI.
+pub trait Pmu {
+    /// What the PMU can do.
+    fn caps(&self) -> PmuCaps;
+
+    /// Puts the event on this CPU's PMU (`pmu->add`); with [`ef::START`],
+    /// starts it. An AUX PMU opens its AUX transaction here.
+    fn add(&self, event: &EventInfo<'_>, flags: u32) -> Result<()>;
+
+    /// Takes the event off the PMU (`pmu->del`), closing any AUX transaction.
+    fn del(&self, event: &EventInfo<'_>, flags: u32);
+
+    /// Starts (or, with [`ef::RESUME`], resumes) the event.
+    fn start(&self, event: &EventInfo<'_>, flags: u32);
+
+    /// Stops (or, with [`ef::PAUSE`], pauses) the event.
+    fn stop(&self, event: &EventInfo<'_>, flags: u32);
+
+    /// `pmu->snapshot_aux` (spec §E.7): copy at most `size` of the newest
+    /// AUX bytes into `sink`, without changing the event's state; return the
+    /// byte count or a negative errno. Only PMUs with
+    /// [`PmuCaps::SNAPSHOT_AUX`] are asked; the default copies nothing.
+    fn snapshot_aux(&self, event: &EventInfo<'_>, sink: &mut dyn OutputSink, size: u64) -> i64 {
+        let _ = (event, sink, size);
+        0
+    }
+}
+
+/// Services of the platform the engine runs on (the kernel, a hypervisor,
+/// the host simulator). Called from PMI context: nothing here may block.
+pub trait Platform: IrqMask {
+    /// The current CPU.
+    fn cpu(&self) -> u32;
+    /// The perf clock now (the event's clock).
+    fn clock(&self) -> u64;
+    /// Process and thread id of the current task.
+    fn current(&self) -> (u32, u32);
+}

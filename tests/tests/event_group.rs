@@ -1,0 +1,812 @@
+//! The event layer: groups with an AUX leader, the overflow flow, states
+//! and CPUs (S6), output redirection (B.6, O21), the leader going away
+//! (O20), inherited children writing through their parents (C15), two
+//! samplers in one NMI (C16), ITRACE_START, and AUX pause/resume (§E.10).
+
+use std::cell::{Cell, RefCell};
+
+use perfaux::abi::{PerfEventAttr, attr_flags, aux_action, record_type, sample_type as st};
+use perfaux::attr::Rule;
+use perfaux::aux::{AuxArea, AuxConfig};
+use perfaux::event::{Buffer, Event, EventConfig, EventState};
+use perfaux::pmu::{EventInfo, Platform, Pmu, ef};
+use perfaux::ring::{OutputSink, Ring, RingConfig, read_header};
+use perfaux::sample::{IrqMask, SampleData, SnapshotAux};
+use perfaux::{Error, PmuCaps};
+use perfaux_tests::mem::{AuxMemory, RingMemory};
+use perfaux_tests::pmu::TestPmu;
+
+struct TestPlatform {
+    cpu: Cell<u32>,
+    clock: Cell<u64>,
+    masked: Cell<u32>,
+}
+
+impl IrqMask for TestPlatform {
+    fn save(&self) -> usize {
+        self.masked.set(self.masked.get() + 1);
+        0
+    }
+    fn restore(&self, _: usize) {}
+}
+
+impl Platform for TestPlatform {
+    fn cpu(&self) -> u32 {
+        self.cpu.get()
+    }
+    fn clock(&self) -> u64 {
+        self.clock.set(self.clock.get() + 1);
+        self.clock.get()
+    }
+    fn current(&self) -> (u32, u32) {
+        (100, 101)
+    }
+}
+
+fn platform() -> TestPlatform {
+    TestPlatform {
+        cpu: Cell::new(0),
+        clock: Cell::new(1000),
+        masked: Cell::new(0),
+    }
+}
+
+/// A software PMU (cpu-clock-like).
+#[derive(Default)]
+struct SwPmu;
+
+impl Pmu for SwPmu {
+    fn caps(&self) -> PmuCaps {
+        PmuCaps::NO_NMI
+    }
+    fn add(&self, _: &EventInfo<'_>, _: u32) -> perfaux::Result<()> {
+        Ok(())
+    }
+    fn del(&self, _: &EventInfo<'_>, _: u32) {}
+    fn start(&self, _: &EventInfo<'_>, _: u32) {}
+    fn stop(&self, _: &EventInfo<'_>, _: u32) {}
+}
+
+/// A PT-like AUX PMU around the test PMU's snapshot.
+struct AuxPmu<'x, 'a> {
+    tracer: TestPmu<'x, 'a>,
+    calls: RefCell<Vec<&'static str>>,
+}
+
+impl Pmu for AuxPmu<'_, '_> {
+    fn caps(&self) -> PmuCaps {
+        PmuCaps::AUX
+            | PmuCaps::SNAPSHOT_AUX
+            | PmuCaps::ITRACE
+            | PmuCaps::EXCLUSIVE
+            | PmuCaps::AUX_PAUSE
+    }
+    fn add(&self, _: &EventInfo<'_>, flags: u32) -> perfaux::Result<()> {
+        self.calls.borrow_mut().push(if flags & ef::START != 0 {
+            "add+start"
+        } else {
+            "add"
+        });
+        Ok(())
+    }
+    fn del(&self, _: &EventInfo<'_>, _: u32) {
+        self.calls.borrow_mut().push("del");
+    }
+    fn start(&self, _: &EventInfo<'_>, flags: u32) {
+        self.calls.borrow_mut().push(if flags & ef::RESUME != 0 {
+            "resume"
+        } else {
+            "start"
+        });
+    }
+    fn stop(&self, _: &EventInfo<'_>, flags: u32) {
+        self.calls.borrow_mut().push(if flags & ef::PAUSE != 0 {
+            "pause"
+        } else {
+            "stop"
+        });
+    }
+    fn snapshot_aux(&self, _: &EventInfo<'_>, sink: &mut dyn OutputSink, size: u64) -> i64 {
+        self.calls.borrow_mut().push("snapshot");
+        self.tracer.snapshot_aux(sink, size)
+    }
+}
+
+fn pt_attr() -> PerfEventAttr {
+    let mut a = PerfEventAttr::new(136);
+    a.type_ = 8;
+    a.sample_type = st::TID | st::TIME | st::IDENTIFIER;
+    a.flags = attr_flags::SAMPLE_ID_ALL;
+    a
+}
+
+fn sampler_attr(aux_sample_size: u32) -> PerfEventAttr {
+    let mut a = PerfEventAttr::new(136);
+    a.type_ = 1;
+    a.sample_period = 10_000;
+    a.sample_type = st::TID | st::TIME | st::AUX;
+    a.aux_sample_size = aux_sample_size;
+    a
+}
+
+fn data(time: u64) -> SampleData<'static> {
+    SampleData {
+        pid: 100,
+        tid: 101,
+        time,
+        ..SampleData::default()
+    }
+}
+
+/// All records of a ring's memory, in order.
+fn records(mem: &RingMemory) -> Vec<Vec<u8>> {
+    let mut c = mem.consumer();
+    c.refresh();
+    let mut scratch = vec![0u8; 65536];
+    let mut out = Vec::new();
+    while let Some(r) = c.next_record(&mut scratch) {
+        out.push(r.unwrap().to_vec());
+    }
+    c.commit();
+    out
+}
+
+fn samples(mem: &RingMemory) -> Vec<Vec<u8>> {
+    records(mem)
+        .into_iter()
+        .filter(|r| read_header(r).unwrap().type_ == record_type::SAMPLE)
+        .collect()
+}
+
+/// The AUX size word of a TID|TIME|AUX sample, and the bytes after it.
+fn aux_of(r: &[u8]) -> (u64, &[u8]) {
+    (u64::from_ne_bytes(r[24..32].try_into().unwrap()), &r[32..])
+}
+
+struct World {
+    mem: RingMemory,
+    aux: AuxMemory,
+}
+
+impl World {
+    fn new() -> World {
+        World {
+            mem: RingMemory::new(8, 0),
+            aux: AuxMemory::new(4, 0),
+        }
+    }
+    fn ring(&self) -> Ring<'_> {
+        self.mem.ring(RingConfig::default())
+    }
+    fn area(&self) -> AuxArea<'_, ()> {
+        // SAFETY: the memory outlives the area and is used only by it.
+        unsafe {
+            AuxArea::new(
+                self.mem.user_page(),
+                self.aux.pages(),
+                AuxConfig {
+                    overwrite: true,
+                    ..AuxConfig::default()
+                },
+                (),
+            )
+        }
+        .unwrap()
+    }
+    fn newest(&self, end: u64, n: u64) -> Vec<u8> {
+        (0..n)
+            .map(|i| self.aux.byte((end - n + i) as usize))
+            .collect()
+    }
+}
+
+#[test]
+fn aux_sampling_through_a_group() {
+    let w = World::new();
+    let ring = w.ring();
+    let area = w.area();
+    let pt = AuxPmu {
+        tracer: TestPmu::new(&area),
+        calls: RefCell::new(Vec::new()),
+    };
+    pt.tracer.trace(
+        &w.aux,
+        &(0..10_000u32).map(|i| (i % 253) as u8).collect::<Vec<_>>(),
+    );
+    let sw = SwPmu;
+    let buffer = Buffer {
+        ring: &ring,
+        aux: Some(&area),
+    };
+    let p = platform();
+
+    let leader = Event::open(EventConfig {
+        attr: pt_attr(),
+        pmu: &pt,
+        id: 1,
+        cpu: 0,
+        leader: None,
+        parent: None,
+    })
+    .unwrap();
+    leader.set_buffer(&buffer);
+    let sampler = Event::open(EventConfig {
+        attr: sampler_attr(4096),
+        pmu: &sw,
+        id: 2,
+        cpu: 0,
+        leader: Some(&leader),
+        parent: None,
+    })
+    .unwrap();
+    sampler.join_group();
+    assert!(
+        std::ptr::eq(sampler.aux_event().unwrap(), &leader),
+        "linked to its AUX leader"
+    );
+    sampler.set_output(&leader).unwrap();
+    assert_eq!(
+        sampler.set_output(&leader),
+        Err(Error::Invalid),
+        "already redirected"
+    );
+
+    leader.sched_in(&p).unwrap();
+    assert_eq!(
+        (leader.state(), sampler.state(), sampler.oncpu()),
+        (EventState::Active, EventState::Active, 0)
+    );
+    assert_eq!(*pt.calls.borrow(), ["add+start"]);
+
+    let layout = sampler.overflow(&p, &data(1)).unwrap();
+    assert_eq!(layout.aux_size, 4096);
+    assert_eq!(p.masked.get(), 1, "snapshot_aux ran with interrupts masked");
+    let recs = records(&w.mem);
+    assert_eq!(
+        read_header(&recs[0]).unwrap().type_,
+        record_type::ITRACE_START,
+        "emitted before the PT event's first add"
+    );
+    let sample = &recs[1];
+    assert_eq!(aux_of(sample).0, 4096);
+    assert!(aux_of(sample).1 == w.newest(10_000, 4096));
+
+    // Scheduled out and in again: no second ITRACE_START.
+    leader.sched_out();
+    assert_eq!(sampler.state(), EventState::Inactive);
+    leader.sched_in(&p).unwrap();
+    assert!(records(&w.mem).is_empty());
+}
+
+#[test]
+fn s6_o20_leader_inactive_elsewhere_or_closed() {
+    let w = World::new();
+    let ring = w.ring();
+    let area = w.area();
+    let pt = AuxPmu {
+        tracer: TestPmu::new(&area),
+        calls: RefCell::new(Vec::new()),
+    };
+    pt.tracer.trace(&w.aux, &[7u8; 9000]);
+    let sw = SwPmu;
+    let buffer = Buffer {
+        ring: &ring,
+        aux: Some(&area),
+    };
+    let p = platform();
+    let leader = Event::open(EventConfig {
+        attr: pt_attr(),
+        pmu: &pt,
+        id: 1,
+        cpu: 0,
+        leader: None,
+        parent: None,
+    })
+    .unwrap();
+    leader.set_buffer(&buffer);
+    let sampler = Event::open(EventConfig {
+        attr: sampler_attr(512),
+        pmu: &sw,
+        id: 2,
+        cpu: 0,
+        leader: Some(&leader),
+        parent: None,
+    })
+    .unwrap();
+    sampler.join_group();
+    sampler.set_output(&leader).unwrap();
+
+    // Not scheduled: the leader is not ACTIVE (S6).
+    assert_eq!(sampler.overflow(&p, &data(1)).unwrap().aux_size, 0);
+    leader.sched_in(&p).unwrap();
+    // Active, but on CPU 0 while the PMI runs on CPU 1 (S6).
+    p.cpu.set(1);
+    assert_eq!(sampler.overflow(&p, &data(2)).unwrap().aux_size, 0);
+    p.cpu.set(0);
+    assert_eq!(sampler.overflow(&p, &data(3)).unwrap().aux_size, 512);
+    assert_eq!(
+        pt.calls
+            .borrow()
+            .iter()
+            .filter(|c| **c == "snapshot")
+            .count(),
+        1,
+        "the PMU was asked once"
+    );
+
+    // O20: the leader closes; the sampler goes to ERROR and loses the link.
+    leader.close();
+    assert_eq!(sampler.state(), EventState::Error);
+    assert!(sampler.aux_event().is_none());
+    sampler.enable();
+    assert_eq!(sampler.state(), EventState::Inactive);
+    assert_eq!(
+        sampler.overflow(&p, &data(4)).unwrap().aux_size,
+        0,
+        "runs unlinked: AUX size 0"
+    );
+}
+
+#[test]
+fn aux_sample_size_needs_the_leader_at_open() {
+    let sw = SwPmu;
+    let e = Event::<()>::open(EventConfig {
+        attr: sampler_attr(8),
+        pmu: &sw,
+        id: 1,
+        cpu: 0,
+        leader: None,
+        parent: None,
+    });
+    assert_eq!(e.err(), Some(Rule::AuxEventWithoutLeader));
+    let plain = Event::<()>::open(EventConfig {
+        attr: sampler_attr(0),
+        pmu: &sw,
+        id: 1,
+        cpu: 0,
+        leader: None,
+        parent: None,
+    })
+    .unwrap();
+    let under_sw = Event::open(EventConfig {
+        attr: sampler_attr(8),
+        pmu: &sw,
+        id: 2,
+        cpu: 0,
+        leader: Some(&plain),
+        parent: None,
+    });
+    assert_eq!(under_sw.err(), Some(Rule::AuxLeaderWithoutSnapshot));
+}
+
+#[test]
+fn o21_and_the_other_set_output_rules() {
+    let w = World::new();
+    let ring = w.ring();
+    let area = w.area();
+    let pt1 = AuxPmu {
+        tracer: TestPmu::new(&area),
+        calls: RefCell::new(Vec::new()),
+    };
+    let w2 = World::new();
+    let area2 = w2.area();
+    let pt2 = AuxPmu {
+        tracer: TestPmu::new(&area2),
+        calls: RefCell::new(Vec::new()),
+    };
+    let sw = SwPmu;
+    let buffer = Buffer {
+        ring: &ring,
+        aux: Some(&area),
+    };
+    let a = Event::open(EventConfig {
+        attr: pt_attr(),
+        pmu: &pt1,
+        id: 1,
+        cpu: 0,
+        leader: None,
+        parent: None,
+    })
+    .unwrap();
+    a.set_buffer(&buffer);
+    let b = Event::open(EventConfig {
+        attr: pt_attr(),
+        pmu: &pt2,
+        id: 2,
+        cpu: 0,
+        leader: None,
+        parent: None,
+    })
+    .unwrap();
+    assert_eq!(
+        b.set_output(&a),
+        Err(Error::Invalid),
+        "O21: two AUX events of different PMUs"
+    );
+    let same_pmu = Event::open(EventConfig {
+        attr: pt_attr(),
+        pmu: &pt1,
+        id: 3,
+        cpu: 0,
+        leader: None,
+        parent: None,
+    })
+    .unwrap();
+    assert_eq!(same_pmu.set_output(&a), Ok(()));
+    assert_eq!(a.set_output(&a), Err(Error::Invalid), "itself");
+    let other_cpu = Event::open(EventConfig {
+        attr: sampler_attr(0),
+        pmu: &sw,
+        id: 4,
+        cpu: 1,
+        leader: None,
+        parent: None,
+    })
+    .unwrap();
+    assert_eq!(other_cpu.set_output(&a), Err(Error::Invalid), "another CPU");
+    let mut backward = sampler_attr(0);
+    backward.flags |= attr_flags::WRITE_BACKWARD;
+    let bw = Event::open(EventConfig {
+        attr: backward,
+        pmu: &sw,
+        id: 5,
+        cpu: 0,
+        leader: None,
+        parent: None,
+    })
+    .unwrap();
+    assert_eq!(
+        bw.set_output(&a),
+        Err(Error::Invalid),
+        "mixed write_backward"
+    );
+    let mut clocked = sampler_attr(0);
+    clocked.flags |= attr_flags::USE_CLOCKID;
+    clocked.clockid = 1;
+    let ck = Event::open(EventConfig {
+        attr: clocked,
+        pmu: &sw,
+        id: 6,
+        cpu: 0,
+        leader: None,
+        parent: None,
+    })
+    .unwrap();
+    assert_eq!(ck.set_output(&a), Err(Error::Invalid), "another clock");
+    let no_buffer = Event::<()>::open(EventConfig {
+        attr: sampler_attr(0),
+        pmu: &sw,
+        id: 7,
+        cpu: 0,
+        leader: None,
+        parent: None,
+    })
+    .unwrap();
+    let c = Event::open(EventConfig {
+        attr: sampler_attr(0),
+        pmu: &sw,
+        id: 8,
+        cpu: 0,
+        leader: None,
+        parent: None,
+    })
+    .unwrap();
+    assert_eq!(
+        c.set_output(&no_buffer),
+        Err(Error::Invalid),
+        "target without a buffer"
+    );
+}
+
+#[test]
+fn c15_inherited_children_write_through_their_parents() {
+    let w = World::new();
+    let ring = w.ring();
+    let area = w.area();
+    let pt = AuxPmu {
+        tracer: TestPmu::new(&area),
+        calls: RefCell::new(Vec::new()),
+    };
+    pt.tracer.trace(
+        &w.aux,
+        &(0..7000u32).map(|i| (i % 241) as u8).collect::<Vec<_>>(),
+    );
+    let sw = SwPmu;
+    let buffer = Buffer {
+        ring: &ring,
+        aux: Some(&area),
+    };
+    let p = platform();
+    let mut inherit_pt = pt_attr();
+    inherit_pt.flags |= attr_flags::INHERIT;
+    let mut inherit_sampler = sampler_attr(1024);
+    inherit_sampler.flags |= attr_flags::INHERIT;
+    inherit_sampler.sample_type |= st::STREAM_ID;
+    let parent_leader = Event::open(EventConfig {
+        attr: inherit_pt,
+        pmu: &pt,
+        id: 1,
+        cpu: 0,
+        leader: None,
+        parent: None,
+    })
+    .unwrap();
+    parent_leader.set_buffer(&buffer);
+    let parent_sampler = Event::open(EventConfig {
+        attr: inherit_sampler,
+        pmu: &sw,
+        id: 2,
+        cpu: 0,
+        leader: Some(&parent_leader),
+        parent: None,
+    })
+    .unwrap();
+    parent_sampler.join_group();
+    parent_sampler.set_output(&parent_leader).unwrap();
+    // The child group, linked to the child leader, owning no buffer.
+    let child_leader = Event::open(EventConfig {
+        attr: inherit_pt,
+        pmu: &pt,
+        id: 11,
+        cpu: 0,
+        leader: None,
+        parent: Some(&parent_leader),
+    })
+    .unwrap();
+    let child_sampler = Event::open(EventConfig {
+        attr: inherit_sampler,
+        pmu: &sw,
+        id: 12,
+        cpu: 0,
+        leader: Some(&child_leader),
+        parent: Some(&parent_sampler),
+    })
+    .unwrap();
+    child_sampler.join_group();
+    assert!(std::ptr::eq(
+        child_sampler.aux_event().unwrap(),
+        &child_leader
+    ));
+    child_leader.sched_in(&p).unwrap();
+    records(&w.mem); // drop the ITRACE_START
+    let layout = child_sampler.overflow(&p, &data(5)).unwrap();
+    assert_eq!(layout.aux_size, 1024);
+    let s = samples(&w.mem);
+    assert_eq!(s.len(), 1, "the child's sample is in the parent's ring");
+    // TID|TIME|STREAM_ID|AUX: the AUX size word is after the stream id.
+    let aux_size = u64::from_ne_bytes(s[0][32..40].try_into().unwrap());
+    assert_eq!(aux_size, 1024);
+    assert!(
+        s[0][40..] == w.newest(7000, 1024)[..],
+        "the same bytes as without inheritance"
+    );
+}
+
+#[test]
+fn c16_two_samplers_in_one_nmi_take_two_snapshots() {
+    let w = World::new();
+    let ring = w.ring();
+    let area = w.area();
+    let pt = AuxPmu {
+        tracer: TestPmu::new(&area),
+        calls: RefCell::new(Vec::new()),
+    };
+    pt.tracer.trace(
+        &w.aux,
+        &(0..5000u32).map(|i| (i % 199) as u8).collect::<Vec<_>>(),
+    );
+    let sw = SwPmu;
+    let buffer = Buffer {
+        ring: &ring,
+        aux: Some(&area),
+    };
+    let p = platform();
+    let leader = Event::open(EventConfig {
+        attr: pt_attr(),
+        pmu: &pt,
+        id: 1,
+        cpu: 0,
+        leader: None,
+        parent: None,
+    })
+    .unwrap();
+    leader.set_buffer(&buffer);
+    let s1 = Event::open(EventConfig {
+        attr: sampler_attr(256),
+        pmu: &sw,
+        id: 2,
+        cpu: 0,
+        leader: Some(&leader),
+        parent: None,
+    })
+    .unwrap();
+    let s2 = Event::open(EventConfig {
+        attr: sampler_attr(2048),
+        pmu: &sw,
+        id: 3,
+        cpu: 0,
+        leader: Some(&leader),
+        parent: None,
+    })
+    .unwrap();
+    s1.join_group();
+    s2.join_group();
+    s1.set_output(&leader).unwrap();
+    s2.set_output(&leader).unwrap();
+    leader.sched_in(&p).unwrap();
+    records(&w.mem);
+    // One NMI, both counters overflowed.
+    s1.overflow(&p, &data(1)).unwrap();
+    s2.overflow(&p, &data(2)).unwrap();
+    assert_eq!(
+        pt.calls
+            .borrow()
+            .iter()
+            .filter(|c| **c == "snapshot")
+            .count(),
+        2
+    );
+    let s = samples(&w.mem);
+    assert_eq!((aux_of(&s[0]).0, aux_of(&s[1]).0), (256, 2048));
+    assert!(aux_of(&s[0]).1 == w.newest(5000, 256));
+    assert!(aux_of(&s[1]).1 == w.newest(5000, 2048));
+}
+
+#[test]
+fn e10_aux_pause_and_resume_around_the_sample() {
+    let w = World::new();
+    let ring = w.ring();
+    let area = w.area();
+    let pt = AuxPmu {
+        tracer: TestPmu::new(&area),
+        calls: RefCell::new(Vec::new()),
+    };
+    let sw = SwPmu;
+    let buffer = Buffer {
+        ring: &ring,
+        aux: Some(&area),
+    };
+    let p = platform();
+    let leader = Event::open(EventConfig {
+        attr: pt_attr(),
+        pmu: &pt,
+        id: 1,
+        cpu: 0,
+        leader: None,
+        parent: None,
+    })
+    .unwrap();
+    leader.set_buffer(&buffer);
+    let mut pausing = sampler_attr(64);
+    pausing.aux_action = aux_action::PAUSE;
+    let mut resuming = sampler_attr(0);
+    resuming.sample_type = st::TID;
+    resuming.aux_action = aux_action::RESUME;
+    let pauser = Event::open(EventConfig {
+        attr: pausing,
+        pmu: &sw,
+        id: 2,
+        cpu: 0,
+        leader: Some(&leader),
+        parent: None,
+    })
+    .unwrap();
+    let resumer = Event::open(EventConfig {
+        attr: resuming,
+        pmu: &sw,
+        id: 3,
+        cpu: 0,
+        leader: Some(&leader),
+        parent: None,
+    })
+    .unwrap();
+    pauser.join_group();
+    resumer.join_group();
+    pauser.set_output(&leader).unwrap();
+    resumer.set_output(&leader).unwrap();
+    leader.sched_in(&p).unwrap();
+    pt.calls.borrow_mut().clear();
+    pauser.overflow(&p, &data(1)).unwrap();
+    assert_eq!(
+        *pt.calls.borrow(),
+        ["pause", "snapshot"],
+        "paused before the sample"
+    );
+    pauser.overflow(&p, &data(2)).unwrap();
+    assert_eq!(
+        *pt.calls.borrow(),
+        ["pause", "snapshot", "snapshot"],
+        "already paused: no second stop"
+    );
+    resumer.overflow(&p, &data(3)).unwrap();
+    assert_eq!(
+        pt.calls.borrow().last(),
+        Some(&"resume"),
+        "resumed after the sample"
+    );
+    // aux_start_paused: the leader is added without START.
+    let mut start_paused = pt_attr();
+    start_paused.aux_action = aux_action::START_PAUSED;
+    let w2 = World::new();
+    let area2 = w2.area();
+    let pt2 = AuxPmu {
+        tracer: TestPmu::new(&area2),
+        calls: RefCell::new(Vec::new()),
+    };
+    let l2 = Event::<()>::open(EventConfig {
+        attr: start_paused,
+        pmu: &pt2,
+        id: 9,
+        cpu: 0,
+        leader: None,
+        parent: None,
+    })
+    .unwrap();
+    l2.sched_in(&p).unwrap();
+    assert_eq!(*pt2.calls.borrow(), ["add"]);
+}
+
+#[test]
+fn a_refused_sample_counts_lost_and_spares_the_pmu() {
+    let w = World {
+        mem: RingMemory::new(1, 0),
+        aux: AuxMemory::new(4, 0),
+    };
+    let ring = w.ring();
+    let area = w.area();
+    let pt = AuxPmu {
+        tracer: TestPmu::new(&area),
+        calls: RefCell::new(Vec::new()),
+    };
+    let sw = SwPmu;
+    let buffer = Buffer {
+        ring: &ring,
+        aux: Some(&area),
+    };
+    let p = platform();
+    let leader = Event::open(EventConfig {
+        attr: pt_attr(),
+        pmu: &pt,
+        id: 1,
+        cpu: 0,
+        leader: None,
+        parent: None,
+    })
+    .unwrap();
+    leader.set_buffer(&buffer);
+    let sampler = Event::open(EventConfig {
+        attr: sampler_attr(3000),
+        pmu: &sw,
+        id: 2,
+        cpu: 0,
+        leader: Some(&leader),
+        parent: None,
+    })
+    .unwrap();
+    sampler.join_group();
+    sampler.set_output(&leader).unwrap();
+    leader.sched_in(&p).unwrap();
+    sampler.overflow(&p, &data(1)).unwrap();
+    assert_eq!(sampler.overflow(&p, &data(2)).err(), Some(Error::NoSpace));
+    assert_eq!(sampler.lost_samples(), 1);
+    assert_eq!(
+        pt.calls
+            .borrow()
+            .iter()
+            .filter(|c| **c == "snapshot")
+            .count(),
+        1
+    );
+    // An event without any buffer: ENOSPC, nothing counted.
+    let lone = Event::<()>::open(EventConfig {
+        attr: sampler_attr(0),
+        pmu: &sw,
+        id: 3,
+        cpu: 0,
+        leader: None,
+        parent: None,
+    })
+    .unwrap();
+    assert_eq!(lone.overflow(&p, &data(3)).err(), Some(Error::NoSpace));
+    assert_eq!(lone.lost_samples(), 0);
+}
