@@ -100,12 +100,34 @@ impl<'g, P> Event<'g, P> {
     /// sampler with `aux_sample_size`/`aux_output`/`aux_pause`/`aux_resume`
     /// links to its leader. Starts `Off` if `attr.disabled`, else `Inactive`.
     /// Call [`join_group`](Self::join_group) next for a sibling.
+    ///
+    /// Beyond [`check_event`], the group block checks what needs the events
+    /// themselves, in Linux's order: the leader must be a group leader, then
+    /// (after the clock) both must be bound to the same CPU (spec H.1 O16, O17).
     pub fn open(config: EventConfig<'g, P>) -> core::result::Result<Self, Rule> {
         let leader_info = config.leader.map(|l| GroupLeader {
             attr: &l.attr,
             caps: l.pmu.caps(),
         });
-        check_event(&config.attr, config.pmu.caps(), leader_info)?;
+        let checked = check_event(&config.attr, config.pmu.caps(), leader_info);
+        match (checked, config.leader) {
+            (Err(rule), _) if !rule.after_group_block() && !is_group_rule(rule) => {
+                return Err(rule);
+            }
+            (checked, Some(leader)) => {
+                if leader.leader.is_some() {
+                    return Err(Rule::LeaderNotGroupLeader);
+                }
+                if checked == Err(Rule::GroupClockMismatch) {
+                    return Err(Rule::GroupClockMismatch);
+                }
+                if leader.cpu != config.cpu {
+                    return Err(Rule::GroupCpuMismatch);
+                }
+                checked?;
+            }
+            (checked, None) => checked?,
+        }
         let state = if config.attr.disabled() {
             EventState::Off
         } else {
@@ -204,6 +226,34 @@ impl<'g, P> Event<'g, P> {
         // SAFETY: the pointer is null or a `&'g Buffer` stored by
         // `set_buffer`/`set_output`, valid for 'g.
         unsafe { p.as_ref() }
+    }
+
+    /// Prepares the PMU for an AUX area over `pages` (`rb_alloc_aux` →
+    /// `pmu->setup_aux`, spec §D.2): `EOPNOTSUPP` if the PMU has no AUX area;
+    /// for a PMU that needs one contiguous block (`AUX_NO_SG`) in overwrite
+    /// mode, `ENOMEM` unless the pages are one block (spec H.2 B7); then
+    /// whatever the PMU's `setup_aux` says. Build the [`AuxArea`] over the
+    /// same pages afterwards, and call [`free_aux`](Self::free_aux) when it
+    /// is released.
+    pub fn setup_aux(&self, pages: &[*mut u8], overwrite: bool) -> Result<()> {
+        let caps = self.pmu.caps();
+        if !caps.contains(PmuCaps::AUX) {
+            return Err(Error::NotSupported);
+        }
+        if caps.contains(PmuCaps::AUX_NO_SG) && overwrite {
+            let contiguous = pages
+                .windows(2)
+                .all(|w| w[1] as usize == (w[0] as usize).wrapping_add(crate::abi::PAGE_SIZE));
+            if !contiguous {
+                return Err(Error::NoMemory);
+            }
+        }
+        self.pmu.setup_aux(&self.info(), pages, overwrite)
+    }
+
+    /// Tells the PMU the AUX area is gone (`pmu->free_aux`).
+    pub fn free_aux(&self) {
+        self.pmu.free_aux(&self.info());
     }
 
     /// Redirects this event's output into `target`'s buffer
@@ -406,6 +456,14 @@ impl<'g, P> Event<'g, P> {
             self.pmu.start(&self.info(), ef::RESUME);
         }
     }
+}
+
+/// The rules of the group block that `check_event` can decide alone.
+fn is_group_rule(rule: Rule) -> bool {
+    matches!(
+        rule,
+        Rule::GroupClockMismatch | Rule::SiblingPinnedOrExclusive
+    )
 }
 
 /// The AUX leader's `snapshot_aux`, as the sample layer calls it.

@@ -52,6 +52,20 @@ pub trait Pmu {
     /// Stops (or, with [`ef::PAUSE`], pauses) the event.
     fn stop(&self, event: &EventInfo<'_>, flags: u32);
 
+    /// `pmu->setup_aux`: prepare to trace into `pages` (one pointer per 4 KiB
+    /// page, in buffer order; a high-order block is its pages in a row) in
+    /// overwrite (snapshot) or writable mode. The default refuses
+    /// (`EOPNOTSUPP`), as for a PMU without an AUX area.
+    fn setup_aux(&self, event: &EventInfo<'_>, pages: &[*mut u8], overwrite: bool) -> Result<()> {
+        let _ = (event, pages, overwrite);
+        Err(crate::error::Error::NotSupported)
+    }
+
+    /// `pmu->free_aux`: the AUX area set up for `event` is released.
+    fn free_aux(&self, event: &EventInfo<'_>) {
+        let _ = event;
+    }
+
     /// `pmu->snapshot_aux` (spec §E.7): copy at most `size` of the newest
     /// AUX bytes into `sink`, without changing the event's state; return the
     /// byte count or a negative errno. Only PMUs with

@@ -810,3 +810,182 @@ fn a_refused_sample_counts_lost_and_spares_the_pmu() {
     assert_eq!(lone.overflow(&p, &data(3)).err(), Some(Error::NoSpace));
     assert_eq!(lone.lost_samples(), 0);
 }
+
+#[test]
+fn o16_o17_o18_group_membership() {
+    let w = World::new();
+    let ring = w.ring();
+    let area = w.area();
+    let pt = AuxPmu {
+        tracer: TestPmu::new(&area),
+        calls: RefCell::new(Vec::new()),
+    };
+    pt.tracer.trace(&w.aux, &[1u8; 4096]);
+    let sw = SwPmu;
+    let buffer = Buffer {
+        ring: &ring,
+        aux: Some(&area),
+    };
+    let p = platform();
+    let leader = Event::open(EventConfig {
+        attr: pt_attr(),
+        pmu: &pt,
+        id: 1,
+        cpu: 0,
+        leader: None,
+        parent: None,
+    })
+    .unwrap();
+    leader.set_buffer(&buffer);
+    let sibling = Event::open(EventConfig {
+        attr: sampler_attr(0),
+        pmu: &sw,
+        id: 2,
+        cpu: 0,
+        leader: Some(&leader),
+        parent: None,
+    })
+    .unwrap();
+    sibling.join_group();
+    // O16: group_fd names a sibling.
+    let r = Event::open(EventConfig {
+        attr: sampler_attr(0),
+        pmu: &sw,
+        id: 3,
+        cpu: 0,
+        leader: Some(&sibling),
+        parent: None,
+    });
+    assert_eq!(r.err(), Some(Rule::LeaderNotGroupLeader));
+    // ... and that comes before the AUX leader link's own refusal.
+    let r = Event::open(EventConfig {
+        attr: sampler_attr(64),
+        pmu: &sw,
+        id: 3,
+        cpu: 0,
+        leader: Some(&sibling),
+        parent: None,
+    });
+    assert_eq!(r.err(), Some(Rule::LeaderNotGroupLeader));
+    // O17: another CPU; the clock is checked first.
+    let r = Event::open(EventConfig {
+        attr: sampler_attr(64),
+        pmu: &sw,
+        id: 4,
+        cpu: 1,
+        leader: Some(&leader),
+        parent: None,
+    });
+    assert_eq!(r.err(), Some(Rule::GroupCpuMismatch));
+    let mut clocked = sampler_attr(64);
+    clocked.flags |= attr_flags::USE_CLOCKID;
+    clocked.clockid = 1;
+    let r = Event::open(EventConfig {
+        attr: clocked,
+        pmu: &sw,
+        id: 4,
+        cpu: 1,
+        leader: Some(&leader),
+        parent: None,
+    });
+    assert_eq!(r.err(), Some(Rule::GroupClockMismatch));
+    // O18: aux_sample_size without PERF_SAMPLE_AUX opens and links; the
+    // samples carry no AUX field.
+    let mut no_aux_bit = sampler_attr(4096);
+    no_aux_bit.sample_type = st::TID | st::TIME;
+    let s = Event::open(EventConfig {
+        attr: no_aux_bit,
+        pmu: &sw,
+        id: 5,
+        cpu: 0,
+        leader: Some(&leader),
+        parent: None,
+    })
+    .unwrap();
+    s.join_group();
+    s.set_output(&leader).unwrap();
+    assert!(s.aux_event().is_some());
+    leader.sched_in(&p).unwrap();
+    records(&w.mem);
+    assert_eq!(s.overflow(&p, &data(1)).unwrap().size, 24);
+    assert_eq!(
+        pt.calls
+            .borrow()
+            .iter()
+            .filter(|c| **c == "snapshot")
+            .count(),
+        0
+    );
+}
+
+/// An AUX PMU that needs one contiguous block.
+struct NoSgPmu {
+    setups: Cell<u32>,
+}
+
+impl Pmu for NoSgPmu {
+    fn caps(&self) -> PmuCaps {
+        PmuCaps::AUX | PmuCaps::AUX_NO_SG
+    }
+    fn add(&self, _: &EventInfo<'_>, _: u32) -> perfaux::Result<()> {
+        Ok(())
+    }
+    fn del(&self, _: &EventInfo<'_>, _: u32) {}
+    fn start(&self, _: &EventInfo<'_>, _: u32) {}
+    fn stop(&self, _: &EventInfo<'_>, _: u32) {}
+    fn setup_aux(&self, _: &EventInfo<'_>, _: &[*mut u8], _: bool) -> perfaux::Result<()> {
+        self.setups.set(self.setups.get() + 1);
+        Ok(())
+    }
+}
+
+#[test]
+fn setup_aux_rules() {
+    let sw = SwPmu;
+    let e = Event::<()>::open(EventConfig {
+        attr: sampler_attr(0),
+        pmu: &sw,
+        id: 1,
+        cpu: 0,
+        leader: None,
+        parent: None,
+    })
+    .unwrap();
+    let pages = AuxMemory::new(4, 2);
+    assert_eq!(
+        e.setup_aux(pages.pages(), true),
+        Err(Error::NotSupported),
+        "no AUX area on a software PMU"
+    );
+    let nosg = NoSgPmu {
+        setups: Cell::new(0),
+    };
+    let e = Event::<()>::open(EventConfig {
+        attr: pt_attr(),
+        pmu: &nosg,
+        id: 2,
+        cpu: 0,
+        leader: None,
+        parent: None,
+    })
+    .unwrap();
+    assert_eq!(
+        e.setup_aux(pages.pages(), true),
+        Ok(()),
+        "one block of 4 pages"
+    );
+    // The same pages out of order: not one block.
+    let p = pages.pages();
+    let scattered = [p[0], p[2], p[1], p[3]];
+    assert_eq!(
+        e.setup_aux(&scattered, true),
+        Err(Error::NoMemory),
+        "B7: not one block in overwrite mode"
+    );
+    assert_eq!(
+        e.setup_aux(&scattered, false),
+        Ok(()),
+        "writable mode may be scattered"
+    );
+    assert_eq!(nosg.setups.get(), 2);
+}

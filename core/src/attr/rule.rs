@@ -82,6 +82,10 @@ pub enum Rule {
     GroupClockMismatch,
     /// A group sibling (not the leader) is `pinned` or `exclusive`.
     SiblingPinnedOrExclusive,
+    /// The `group_fd` event is itself a sibling, not a group leader.
+    LeaderNotGroupLeader,
+    /// The event and its group leader are bound to different CPUs.
+    GroupCpuMismatch,
     /// `aux_output`/`aux_sample_size`/`aux_pause`/`aux_resume` without a group leader.
     AuxEventWithoutLeader,
     /// `aux_output` together with `aux_sample_size`.
@@ -95,6 +99,20 @@ pub enum Rule {
 }
 
 impl Rule {
+    /// Whether Linux checks this rule after the group block of
+    /// `perf_event_open` (step 18: leader, clock, CPU, context, pinned).
+    pub const fn after_group_block(self) -> bool {
+        use Rule::*;
+        matches!(
+            self,
+            AuxEventWithoutLeader
+                | AuxOutputAndSampleSize
+                | AuxOutputLeaderMismatch
+                | AuxLeaderCannotPause
+                | AuxLeaderWithoutSnapshot
+        )
+    }
+
     /// The errno Linux returns when this rule is broken.
     pub const fn error(self) -> Error {
         use Rule::*;
@@ -127,6 +145,8 @@ impl Rule {
             | ClockNotNmiSafe
             | GroupClockMismatch
             | SiblingPinnedOrExclusive
+            | LeaderNotGroupLeader
+            | GroupCpuMismatch
             | AuxEventWithoutLeader
             | AuxOutputAndSampleSize
             | AuxOutputLeaderMismatch
@@ -181,6 +201,8 @@ impl Rule {
             ClockNotNmiSafe => "the clock cannot be read from NMI, where this PMU samples",
             GroupClockMismatch => "the event's clock differs from its group leader's",
             SiblingPinnedOrExclusive => "only a group leader may be pinned or exclusive",
+            LeaderNotGroupLeader => "the group_fd event is a sibling, not a group leader",
+            GroupCpuMismatch => "the event and its group leader are bound to different CPUs",
             AuxEventWithoutLeader => {
                 "aux_output, aux_sample_size, aux_pause and aux_resume need a group leader (the AUX event)"
             }
