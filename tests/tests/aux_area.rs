@@ -387,3 +387,49 @@ fn itrace_start_record() {
     assert_eq!(word(&r[0], 0), 100 | (101 << 32));
     assert_eq!(word(&r[0], 2), 7);
 }
+
+/// perf-event-data reads the PERF_RECORD_AUX and ITRACE_START records the
+/// AUX area writes, trailers included.
+#[test]
+fn perf_event_data_parses_aux_and_itrace_start_records() {
+    use perf_event_data::Record;
+    use perf_event_data::endian::Native;
+    use perf_event_data::parse::{ParseConfig, Parser};
+    let mem = RingMemory::new(1, 0);
+    let ring = mem.ring(RingConfig::default());
+    let aux = AuxMemory::new(2, 0);
+    // SAFETY: as above.
+    let area =
+        unsafe { AuxArea::new(mem.user_page(), aux.pages(), AuxConfig::default(), ()) }.unwrap();
+    let mut e = event();
+    write_itrace_start(&ring, &mut e, 100, 101).unwrap();
+    let mut h = area.begin().unwrap();
+    h.flag(aux_flags::PARTIAL);
+    h.end(3000, &ring, &mut e);
+    let mut h = area.begin().unwrap();
+    h.flag(aux_flags::TRUNCATED);
+    h.end(1000, &ring, &mut e);
+    let mut attr = perf_event_open_sys::bindings::perf_event_attr::default();
+    attr.sample_type = st::TID | st::IDENTIFIER;
+    attr.set_sample_id_all(1);
+    let config: ParseConfig<Native> = ParseConfig::from(attr);
+    let parsed: Vec<String> = records(&mem)
+        .iter()
+        .map(|r| {
+            match Parser::new(&r[..], config.clone())
+                .parse::<Record<'_>>()
+                .expect("parses")
+            {
+                Record::ITraceStart(t) => format!("itrace {} {}", t.pid, t.tid),
+                Record::Aux(a) => {
+                    format!("aux {} {} {:#x}", a.aux_offset, a.aux_size, a.flags.bits())
+                }
+                other => format!("{other:?}"),
+            }
+        })
+        .collect();
+    assert_eq!(
+        parsed,
+        ["itrace 100 101", "aux 0 3000 0x4", "aux 3000 1000 0x1"]
+    );
+}
