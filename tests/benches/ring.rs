@@ -22,7 +22,7 @@ use std::mem::MaybeUninit;
 use bbqueue::nicknames::Churrasco;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use perfaux::abi::{PerfEventAttr, sample_type as st};
-use perfaux::aux::{AuxArea, AuxConfig};
+use perfaux::aux::AuxConfig;
 use perfaux::ring::{FixedEvent, RingConfig};
 use perfaux::sample::{AuxSampling, NoIrqMask, SampleData, write_sample};
 use perfaux_tests::mem::{AuxMemory, PageBlock, RingMemory};
@@ -184,19 +184,14 @@ fn sample_path(c: &mut Criterion) {
                 ..RingConfig::default()
             });
             let aux = AuxMemory::new(32, 0); // 128 KiB of separate pages
-            // SAFETY: the memory outlives the area and is used only by it.
-            let area = unsafe {
-                AuxArea::new(
-                    mem.user_page(),
-                    aux.pages(),
-                    AuxConfig {
-                        overwrite: true,
-                        ..AuxConfig::default()
-                    },
-                    (),
-                )
-            }
-            .expect("valid AUX memory");
+            let area = mem.aux_area(
+                &aux,
+                AuxConfig {
+                    overwrite: true,
+                    ..AuxConfig::default()
+                },
+                (),
+            );
             let pmu = TestPmu::new(&area);
             // The newest bytes end 1000 bytes after the area's end (wrapped) or
             // well inside it (contiguous).

@@ -4,6 +4,7 @@
 use std::alloc::{Layout, alloc_zeroed, dealloc};
 
 use perfaux::abi::{PAGE_SIZE, PerfEventMmapPage};
+use perfaux::aux::{AuxArea, AuxConfig};
 use perfaux::ring::{BackwardReader, Consumer, NestHook, NoHook, Ring, RingConfig};
 
 /// One page-aligned, zeroed allocation.
@@ -116,6 +117,32 @@ impl RingMemory {
         // SAFETY: the chunk is `PAGE_SIZE << order` bytes; callers read it
         // when no writer is active.
         unsafe { std::slice::from_raw_parts(self.chunk_ptrs[i], PAGE_SIZE << self.order) }
+    }
+
+    /// An AUX area over `aux`, attached to this ring memory's user page.
+    pub fn aux_area<'a, P>(
+        &'a self,
+        aux: &'a AuxMemory,
+        config: AuxConfig<'a>,
+        private: P,
+    ) -> AuxArea<'a, P> {
+        // SAFETY: both memories live as long as `self`/`aux` ('a) and are used
+        // only by the ring, its consumers and this area.
+        unsafe { AuxArea::new(self.user_page(), aux.pages(), config, private) }
+            .expect("valid AUX memory")
+    }
+
+    /// Reads every published record and gives the space back.
+    pub fn records(&self) -> Vec<Vec<u8>> {
+        let mut c = self.consumer();
+        c.refresh();
+        let mut scratch = vec![0u8; 65536];
+        let mut out = Vec::new();
+        while let Some(r) = c.next_record(&mut scratch) {
+            out.push(r.expect("a well-formed ring").to_vec());
+        }
+        c.commit();
+        out
     }
 
     /// `data_head` as the user page shows it now.

@@ -29,18 +29,6 @@ fn event() -> FixedEvent {
     }
 }
 
-fn records(mem: &RingMemory) -> Vec<Vec<u8>> {
-    let mut c = mem.consumer();
-    c.refresh();
-    let mut scratch = vec![0u8; 65536];
-    let mut out = Vec::new();
-    while let Some(r) = c.next_record(&mut scratch) {
-        out.push(r.unwrap().to_vec());
-    }
-    c.commit();
-    out
-}
-
 fn word(r: &[u8], i: usize) -> u64 {
     u64::from_ne_bytes(r[8 + 8 * i..16 + 8 * i].try_into().unwrap())
 }
@@ -55,19 +43,14 @@ fn b16_b17_overwrite_mode_records() {
     let mem = RingMemory::new(4, 0);
     let ring = mem.ring(RingConfig::default());
     let aux = AuxMemory::new(4, 2);
-    // SAFETY: the memory outlives the area and is used only by it.
-    let area = unsafe {
-        AuxArea::new(
-            mem.user_page(),
-            aux.pages(),
-            AuxConfig {
-                overwrite: true,
-                ..AuxConfig::default()
-            },
-            (),
-        )
-    }
-    .unwrap();
+    let area = mem.aux_area(
+        &aux,
+        AuxConfig {
+            overwrite: true,
+            ..AuxConfig::default()
+        },
+        (),
+    );
     assert_eq!(area.size(), 16384);
     assert_eq!(area.watermark(), 0);
     // SAFETY: read before any concurrent access.
@@ -79,7 +62,7 @@ fn b16_b17_overwrite_mode_records() {
     let h = area.begin().unwrap();
     assert_eq!(h.space(), 0);
     h.end(0, &ring, &mut event());
-    assert!(records(&mem).is_empty());
+    assert!(mem.records().is_empty());
 
     // B17: the driver reports its position; the record says where and how much.
     let mut h = area.begin().unwrap();
@@ -87,7 +70,7 @@ fn b16_b17_overwrite_mode_records() {
     h.end(16384, &ring, &mut event());
     assert_eq!(aux_head(&mem), 40_000);
     assert_eq!(area.head(), 40_000);
-    let r = records(&mem);
+    let r = mem.records();
     assert_eq!(r.len(), 1);
     let hdr = read_header(&r[0]).unwrap();
     assert_eq!((hdr.type_, hdr.misc, hdr.size), (record_type::AUX, 0, 48));
@@ -103,7 +86,7 @@ fn b16_b17_overwrite_mode_records() {
     h.flag(aux_flags::PARTIAL | aux_flags::CORESIGHT_FORMAT_RAW);
     h.set_head(40_000);
     h.end(0, &ring, &mut event());
-    let r = records(&mem);
+    let r = mem.records();
     assert_eq!(
         word(&r[0], 2),
         aux_flags::PARTIAL | aux_flags::CORESIGHT_FORMAT_RAW | aux_flags::OVERWRITE
@@ -112,16 +95,14 @@ fn b16_b17_overwrite_mode_records() {
     let mut h = area.begin().unwrap();
     h.flag(aux_flags::CORESIGHT_FORMAT_RAW);
     h.end(0, &ring, &mut event());
-    assert!(records(&mem).is_empty());
+    assert!(mem.records().is_empty());
 }
 
 #[test]
 fn b15_nested_transactions_are_refused() {
     let mem = RingMemory::new(1, 0);
     let aux = AuxMemory::new(1, 0);
-    // SAFETY: as above.
-    let area =
-        unsafe { AuxArea::new(mem.user_page(), aux.pages(), AuxConfig::default(), 5u32) }.unwrap();
+    let area = mem.aux_area(&aux, AuxConfig::default(), 5u32);
     let h = area.begin().unwrap();
     assert_eq!(*h.private(), 5);
     assert_eq!(area.begin().err(), Some(Error::Busy));
@@ -133,9 +114,7 @@ fn b15_nested_transactions_are_refused() {
 fn flag_overwrite_is_ignored() {
     let mem = RingMemory::new(1, 0);
     let aux = AuxMemory::new(1, 0);
-    // SAFETY: as above.
-    let area =
-        unsafe { AuxArea::new(mem.user_page(), aux.pages(), AuxConfig::default(), ()) }.unwrap();
+    let area = mem.aux_area(&aux, AuxConfig::default(), ());
     let mut h = area.begin().unwrap();
     h.flag(aux_flags::OVERWRITE | aux_flags::TRUNCATED);
     assert_eq!(h.flags(), 0, "the whole call is ignored");
@@ -154,8 +133,7 @@ fn writable_mode_space_records_and_watermark_wakeups() {
         watermark: 0,
         wakeup: Some(&woken),
     };
-    // SAFETY: as above.
-    let area = unsafe { AuxArea::new(mem.user_page(), aux.pages(), config, ()) }.unwrap();
+    let area = mem.aux_area(&aux, config, ());
     assert_eq!(area.watermark(), 8192, "default: half the area");
 
     let h = area.begin().unwrap();
@@ -163,7 +141,7 @@ fn writable_mode_space_records_and_watermark_wakeups() {
     h.end(5000, &ring, &mut event());
     assert_eq!(aux_head(&mem), 5000);
     assert_eq!(woken.0.load(Ordering::Relaxed), 0);
-    let r = records(&mem);
+    let r = mem.records();
     assert_eq!(
         (word(&r[0], 0), word(&r[0], 1), word(&r[0], 2)),
         (0, 5000, 0)
@@ -173,7 +151,7 @@ fn writable_mode_space_records_and_watermark_wakeups() {
     assert_eq!(h.space(), 16383 - 5000);
     h.end(4000, &ring, &mut event());
     assert_eq!(woken.0.load(Ordering::Relaxed), 1, "crossed 8192");
-    let r = records(&mem);
+    let r = mem.records();
     assert_eq!((word(&r[0], 0), word(&r[0], 1)), (5000, 4000));
 
     // skip: within the space, and past it.
@@ -184,7 +162,7 @@ fn writable_mode_space_records_and_watermark_wakeups() {
     assert_eq!(h.head(), 9100);
     assert_eq!(aux_head(&mem), 9100);
     h.end(0, &ring, &mut event());
-    assert!(records(&mem).is_empty(), "size 0, no flags: no record");
+    assert!(mem.records().is_empty(), "size 0, no flags: no record");
 }
 
 #[test]
@@ -198,8 +176,7 @@ fn b14_full_writable_area_refuses_requests_disable_and_wakes() {
         watermark: 1 << 20,
         wakeup: Some(&woken),
     };
-    // SAFETY: as above.
-    let area = unsafe { AuxArea::new(mem.user_page(), aux.pages(), config, ()) }.unwrap();
+    let area = mem.aux_area(&aux, config, ());
     let h = area.begin().unwrap();
     h.end(4095, &ring, &mut event());
     assert!(!area.take_disable_request());
@@ -231,23 +208,20 @@ fn truncated_requests_disable_and_wakes() {
         watermark: 1 << 20,
         wakeup: Some(&woken),
     };
-    // SAFETY: as above.
-    let area = unsafe { AuxArea::new(mem.user_page(), aux.pages(), config, ()) }.unwrap();
+    let area = mem.aux_area(&aux, config, ());
     let mut h = area.begin().unwrap();
     h.flag(aux_flags::TRUNCATED);
     h.end(64, &ring, &mut event());
     assert!(area.take_disable_request());
     assert_eq!(woken.0.load(Ordering::Relaxed), 1);
-    assert_eq!(word(&records(&mem)[0], 2), aux_flags::TRUNCATED);
+    assert_eq!(word(&mem.records()[0], 2), aux_flags::TRUNCATED);
 }
 
 #[test]
 fn b18_unmapped_area_refuses_new_transactions_and_releases_last() {
     let mem = RingMemory::new(1, 0);
     let aux = AuxMemory::new(1, 0);
-    // SAFETY: as above.
-    let area =
-        unsafe { AuxArea::new(mem.user_page(), aux.pages(), AuxConfig::default(), ()) }.unwrap();
+    let area = mem.aux_area(&aux, AuxConfig::default(), ());
     let h = area.begin().unwrap();
     assert!(!area.unmap(), "a transaction still holds the area");
     assert!(!area.is_released());
@@ -290,19 +264,14 @@ fn expected(aux: &AuxMemory, from: usize, to: usize) -> Vec<u8> {
 fn c1_to_c5_copy_aux_ranges() {
     let mem = RingMemory::new(1, 0);
     let aux = AuxMemory::new(4, 1); // 16 KiB in two order-1 blocks
-    // SAFETY: as above.
-    let area = unsafe {
-        AuxArea::new(
-            mem.user_page(),
-            aux.pages(),
-            AuxConfig {
-                overwrite: true,
-                ..AuxConfig::default()
-            },
-            (),
-        )
-    }
-    .unwrap();
+    let area = mem.aux_area(
+        &aux,
+        AuxConfig {
+            overwrite: true,
+            ..AuxConfig::default()
+        },
+        (),
+    );
     let pattern: Vec<u8> = (0..aux.size()).map(|i| (i * 31 % 251) as u8).collect();
     aux.write(0, &pattern);
     let size = aux.size() as u64;
@@ -336,19 +305,14 @@ fn c5_copy_aux_into_a_ring_across_its_end() {
     let mem = RingMemory::new(2, 0);
     let ring = mem.ring(RingConfig::default());
     let aux = AuxMemory::new(8, 0);
-    // SAFETY: as above.
-    let area = unsafe {
-        AuxArea::new(
-            mem.user_page(),
-            aux.pages(),
-            AuxConfig {
-                overwrite: true,
-                ..AuxConfig::default()
-            },
-            (),
-        )
-    }
-    .unwrap();
+    let area = mem.aux_area(
+        &aux,
+        AuxConfig {
+            overwrite: true,
+            ..AuxConfig::default()
+        },
+        (),
+    );
     let pattern: Vec<u8> = (0..aux.size()).map(|i| (i * 7 % 253) as u8).collect();
     aux.write(0, &pattern);
     // Move the data ring near its end, then copy 6000 bytes spanning AUX pages.
@@ -381,7 +345,7 @@ fn itrace_start_record() {
     let mem = RingMemory::new(1, 0);
     let ring = mem.ring(RingConfig::default());
     write_itrace_start(&ring, &mut event(), 100, 101).unwrap();
-    let r = records(&mem);
+    let r = mem.records();
     let hdr = read_header(&r[0]).unwrap();
     assert_eq!((hdr.type_, hdr.size), (record_type::ITRACE_START, 32));
     assert_eq!(word(&r[0], 0), 100 | (101 << 32));
@@ -398,9 +362,7 @@ fn perf_event_data_parses_aux_and_itrace_start_records() {
     let mem = RingMemory::new(1, 0);
     let ring = mem.ring(RingConfig::default());
     let aux = AuxMemory::new(2, 0);
-    // SAFETY: as above.
-    let area =
-        unsafe { AuxArea::new(mem.user_page(), aux.pages(), AuxConfig::default(), ()) }.unwrap();
+    let area = mem.aux_area(&aux, AuxConfig::default(), ());
     let mut e = event();
     write_itrace_start(&ring, &mut e, 100, 101).unwrap();
     let mut h = area.begin().unwrap();
@@ -413,7 +375,8 @@ fn perf_event_data_parses_aux_and_itrace_start_records() {
     attr.sample_type = st::TID | st::IDENTIFIER;
     attr.set_sample_id_all(1);
     let config: ParseConfig<Native> = ParseConfig::from(attr);
-    let parsed: Vec<String> = records(&mem)
+    let parsed: Vec<String> = mem
+        .records()
         .iter()
         .map(|r| {
             match Parser::new(&r[..], config.clone())

@@ -138,21 +138,8 @@ fn data(time: u64) -> SampleData<'static> {
     }
 }
 
-/// All records of a ring's memory, in order.
-fn records(mem: &RingMemory) -> Vec<Vec<u8>> {
-    let mut c = mem.consumer();
-    c.refresh();
-    let mut scratch = vec![0u8; 65536];
-    let mut out = Vec::new();
-    while let Some(r) = c.next_record(&mut scratch) {
-        out.push(r.unwrap().to_vec());
-    }
-    c.commit();
-    out
-}
-
 fn samples(mem: &RingMemory) -> Vec<Vec<u8>> {
-    records(mem)
+    mem.records()
         .into_iter()
         .filter(|r| read_header(r).unwrap().type_ == record_type::SAMPLE)
         .collect()
@@ -179,19 +166,14 @@ impl World {
         self.mem.ring(RingConfig::default())
     }
     fn area(&self) -> AuxArea<'_, ()> {
-        // SAFETY: the memory outlives the area and is used only by it.
-        unsafe {
-            AuxArea::new(
-                self.mem.user_page(),
-                self.aux.pages(),
-                AuxConfig {
-                    overwrite: true,
-                    ..AuxConfig::default()
-                },
-                (),
-            )
-        }
-        .unwrap()
+        self.mem.aux_area(
+            &self.aux,
+            AuxConfig {
+                overwrite: true,
+                ..AuxConfig::default()
+            },
+            (),
+        )
     }
     fn newest(&self, end: u64, n: u64) -> Vec<u8> {
         (0..n)
@@ -261,7 +243,7 @@ fn aux_sampling_through_a_group() {
     let layout = sampler.overflow(&p, &data(1)).unwrap();
     assert_eq!(layout.aux_size, 4096);
     assert_eq!(p.masked.get(), 1, "snapshot_aux ran with interrupts masked");
-    let recs = records(&w.mem);
+    let recs = w.mem.records();
     assert_eq!(
         read_header(&recs[0]).unwrap().type_,
         record_type::ITRACE_START,
@@ -275,7 +257,7 @@ fn aux_sampling_through_a_group() {
     leader.sched_out();
     assert_eq!(sampler.state(), EventState::Inactive);
     leader.sched_in(&p).unwrap();
-    assert!(records(&w.mem).is_empty());
+    assert!(w.mem.records().is_empty());
 }
 
 #[test]
@@ -568,7 +550,7 @@ fn c15_inherited_children_write_through_their_parents() {
         &child_leader
     ));
     child_leader.sched_in(&p).unwrap();
-    records(&w.mem); // drop the ITRACE_START
+    w.mem.records(); // drop the ITRACE_START
     let layout = child_sampler.overflow(&p, &data(5)).unwrap();
     assert_eq!(layout.aux_size, 1024);
     let s = samples(&w.mem);
@@ -634,7 +616,7 @@ fn c16_two_samplers_in_one_nmi_take_two_snapshots() {
     s1.set_output(&leader).unwrap();
     s2.set_output(&leader).unwrap();
     leader.sched_in(&p).unwrap();
-    records(&w.mem);
+    w.mem.records();
     // One NMI, both counters overflowed.
     s1.overflow(&p, &data(1)).unwrap();
     s2.overflow(&p, &data(2)).unwrap();
@@ -906,7 +888,7 @@ fn o16_o17_o18_group_membership() {
     s.set_output(&leader).unwrap();
     assert!(s.aux_event().is_some());
     leader.sched_in(&p).unwrap();
-    records(&w.mem);
+    w.mem.records();
     assert_eq!(s.overflow(&p, &data(1)).unwrap().size, 24);
     assert_eq!(
         pt.calls

@@ -45,19 +45,14 @@ impl Setup {
     }
 
     fn area(&self) -> AuxArea<'_, ()> {
-        // SAFETY: the memory outlives the area and is used only by it.
-        unsafe {
-            AuxArea::new(
-                self.mem.user_page(),
-                self.aux.pages(),
-                AuxConfig {
-                    overwrite: true,
-                    ..AuxConfig::default()
-                },
-                (),
-            )
-        }
-        .unwrap()
+        self.mem.aux_area(
+            &self.aux,
+            AuxConfig {
+                overwrite: true,
+                ..AuxConfig::default()
+            },
+            (),
+        )
     }
 }
 
@@ -65,19 +60,6 @@ fn pattern(n: usize, seed: u64) -> Vec<u8> {
     (0..n as u64)
         .map(|i| ((i * 131 + seed * 17) % 251) as u8)
         .collect()
-}
-
-/// The records in the ring, in order.
-fn records(mem: &RingMemory) -> Vec<Vec<u8>> {
-    let mut c = mem.consumer();
-    c.refresh();
-    let mut scratch = vec![0u8; 65536];
-    let mut out = Vec::new();
-    while let Some(r) = c.next_record(&mut scratch) {
-        out.push(r.unwrap().to_vec());
-    }
-    c.commit();
-    out
 }
 
 /// The AUX size word and the bytes after it, for a TID|TIME|AUX sample.
@@ -131,7 +113,7 @@ fn e2_worked_examples() {
             (aux_size, record_size),
             "aux_sample_size {ask}, {pages} pages"
         );
-        let r = &records(&s.mem)[0];
+        let r = &s.mem.records()[0];
         assert_eq!(read_header(r).unwrap().size, record_size);
         let (size, bytes) = aux_of(r);
         assert_eq!(size, aux_size);
@@ -200,7 +182,7 @@ fn s2_c4_larger_than_the_area_copies_the_whole_buffer_oldest_first() {
     )
     .unwrap();
     assert_eq!(layout.aux_size, 8192);
-    let r = &records(&s.mem)[0];
+    let r = &s.mem.records()[0];
     assert!(aux_of(r).1 == newest(&s.aux, 12_345, 8192));
 }
 
@@ -317,7 +299,7 @@ fn s5_s6_no_area_or_inactive_leader_gives_size_0_without_calling_the_pmu() {
         0
     );
     assert_eq!(pmu.snapshots.get(), 0);
-    for r in records(&s.mem) {
+    for r in s.mem.records() {
         assert_eq!(
             (read_header(&r).unwrap().size, aux_of(&r).0),
             (32, 0),
@@ -347,7 +329,7 @@ fn s7_a_sample_inside_a_snapshot_gets_no_aux_and_the_outer_one_is_intact() {
         "the nested sample carries no AUX data"
     );
     assert_eq!(pmu.snapshots.get(), 1, "the PMU was not re-entered");
-    let r = records(&s.mem);
+    let r = s.mem.records();
     assert_eq!(r.len(), 2);
     // Reservation order: the outer sample first, the nested one after it.
     assert_eq!(aux_of(&r[0]).0, 4096);
@@ -491,7 +473,7 @@ fn b13_a_sample_after_a_lost_record_carries_the_refreshed_values() {
         &NoIrqMask,
     )
     .unwrap();
-    let r = records(&mem);
+    let r = mem.records();
     assert_eq!(
         read_header(&r[0]).unwrap().type_,
         perfaux::abi::record_type::LOST
@@ -525,7 +507,7 @@ fn b13_a_sample_after_a_lost_record_carries_the_refreshed_values() {
         &NoIrqMask,
     )
     .unwrap();
-    let r = records(&mem);
+    let r = mem.records();
     assert_eq!(u64::from_ne_bytes(r[0][16..24].try_into().unwrap()), 12345);
     assert_eq!(u64::from_ne_bytes(r[0][24..32].try_into().unwrap()), 1);
 }

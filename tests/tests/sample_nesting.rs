@@ -8,7 +8,7 @@
 use std::cell::{Cell, RefCell};
 
 use perfaux::abi::{PerfEventAttr, record_type, sample_type as st};
-use perfaux::aux::{AuxArea, AuxConfig};
+use perfaux::aux::AuxConfig;
 use perfaux::ring::{FixedEvent, NestHook, Point, Ring, RingConfig, read_header};
 use perfaux::sample::{AuxSampling, NoIrqMask, SampleData, write_sample};
 use perfaux_tests::mem::{AuxMemory, RingMemory};
@@ -78,19 +78,14 @@ impl SampleHook<'_, '_> {
 fn run(triggers: [Option<usize>; 2]) -> (Vec<String>, [usize; 3], usize) {
     let mem = RingMemory::new(4, 0);
     let aux = AuxMemory::new(2, 0);
-    // SAFETY: the memory outlives the area and is used only by it.
-    let area = unsafe {
-        AuxArea::new(
-            mem.user_page(),
-            aux.pages(),
-            AuxConfig {
-                overwrite: true,
-                ..AuxConfig::default()
-            },
-            (),
-        )
-    }
-    .unwrap();
+    let area = mem.aux_area(
+        &aux,
+        AuxConfig {
+            overwrite: true,
+            ..AuxConfig::default()
+        },
+        (),
+    );
     let pmu = TestPmu::new(&area);
     let trace: Vec<u8> = (0..TRACED as u32).map(|i| (i * 13 % 256) as u8).collect();
     pmu.trace(&aux, &trace);

@@ -5,7 +5,7 @@ use perf_event_data::Record;
 use perf_event_data::endian::Native;
 use perf_event_data::parse::{ParseConfig, Parser};
 use perfaux::abi::{PerfEventAttr, branch_sample_type as br, read_format as rf, sample_type as st};
-use perfaux::aux::{AuxArea, AuxConfig};
+use perfaux::aux::AuxConfig;
 use perfaux::ring::{FixedEvent, RingConfig};
 use perfaux::sample::{
     AuxSampling, BranchStack, NoIrqMask, ReadGroupEntry, ReadValues, Regs, SampleData, StackUser,
@@ -32,19 +32,14 @@ fn every_field_and_the_aux_bytes_parse_back() {
     let mem = RingMemory::new(8, 0);
     let ring = mem.ring(RingConfig::default());
     let aux = AuxMemory::new(4, 2);
-    // SAFETY: the memory outlives the area and is used only by it.
-    let area = unsafe {
-        AuxArea::new(
-            mem.user_page(),
-            aux.pages(),
-            AuxConfig {
-                overwrite: true,
-                ..AuxConfig::default()
-            },
-            (),
-        )
-    }
-    .unwrap();
+    let area = mem.aux_area(
+        &aux,
+        AuxConfig {
+            overwrite: true,
+            ..AuxConfig::default()
+        },
+        (),
+    );
     let pmu = TestPmu::new(&area);
     let trace: Vec<u8> = (0..30_000u32).map(|i| (i * 7 % 256) as u8).collect();
     pmu.trace(&aux, &trace);
