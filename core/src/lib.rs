@@ -17,6 +17,7 @@
 //!   (with the AUX block from `snapshot_aux`);
 //! - [`event`], [`pmu`]: events and groups (AUX leader link, states,
 //!   output redirection, inheritance, the overflow flow) over the PMU contract;
+//! - [`pt`]: the PT-style PMU (in progress: the Intel PT packet encodings);
 //! - [`ring`]: the data ring: output handles with NMI nesting, lost
 //!   records, wakeups, and its consumers;
 //! - [`PmuCaps`]: what a PMU can do, as those checks need to know;
@@ -36,6 +37,7 @@ mod caps;
 mod error;
 pub mod event;
 pub mod pmu;
+pub mod pt;
 pub mod ring;
 pub mod sample;
 mod sync;
