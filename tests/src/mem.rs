@@ -16,7 +16,13 @@ pub struct PageBlock {
 impl PageBlock {
     /// `len` bytes (a multiple of PAGE_SIZE), page-aligned and zeroed.
     pub fn new(len: usize) -> PageBlock {
-        let layout = Layout::from_size_align(len, PAGE_SIZE).expect("a valid page layout");
+        PageBlock::aligned(len, PAGE_SIZE)
+    }
+
+    /// `len` bytes aligned to `align` (a power of two), zeroed: a block as
+    /// the kernel's page allocator hands out (aligned to its size).
+    pub fn aligned(len: usize, align: usize) -> PageBlock {
+        let layout = Layout::from_size_align(len, align).expect("a valid page layout");
         // SAFETY: the layout has a non-zero size (callers pass whole pages).
         let ptr = unsafe { alloc_zeroed(layout) };
         assert!(!ptr.is_null(), "out of memory");
@@ -171,7 +177,7 @@ impl AuxMemory {
         let per_block = 1usize << order;
         assert!(pages % per_block == 0);
         let blocks: Vec<PageBlock> = (0..pages / per_block)
-            .map(|_| PageBlock::new(PAGE_SIZE << order))
+            .map(|_| PageBlock::aligned(PAGE_SIZE << order, PAGE_SIZE << order))
             .collect();
         let page_ptrs = blocks
             .iter()
@@ -179,6 +185,37 @@ impl AuxMemory {
             .collect();
         AuxMemory {
             _blocks: blocks,
+            page_ptrs,
+        }
+    }
+
+    /// Pages whose blocks have the given orders (in this order): the
+    /// mixed-order buffers Linux's allocator can produce.
+    pub fn mixed(orders: &[u32]) -> AuxMemory {
+        let blocks: Vec<PageBlock> = orders
+            .iter()
+            .map(|&o| PageBlock::aligned(PAGE_SIZE << o, PAGE_SIZE << o))
+            .collect();
+        let page_ptrs = blocks
+            .iter()
+            .zip(orders)
+            .flat_map(|(b, &o)| (0..1usize << o).map(move |i| b.ptr().wrapping_add(i * PAGE_SIZE)))
+            .collect();
+        AuxMemory {
+            _blocks: blocks,
+            page_ptrs,
+        }
+    }
+
+    /// `pages` pages that are never physically adjacent: every other page
+    /// of one block.
+    pub fn scattered(pages: usize) -> AuxMemory {
+        let block = PageBlock::new(2 * pages * PAGE_SIZE);
+        let page_ptrs = (0..pages)
+            .map(|i| block.ptr().wrapping_add(2 * i * PAGE_SIZE))
+            .collect();
+        AuxMemory {
+            _blocks: vec![block],
             page_ptrs,
         }
     }

@@ -1,0 +1,400 @@
+//! Table of Physical Addresses (spec §F.3, §F.4, §F.6): the output tables
+//! an Intel PT tracer writes through, built over the AUX pages, and the
+//! output position the hardware keeps in `IA32_RTIT_OUTPUT_BASE` /
+//! `IA32_RTIT_OUTPUT_MASK_PTRS`.
+//!
+//! The tables live in caller pages ([`TopaTable`], one 4 KiB page each:
+//! 507 entries and the driver's metadata, as Linux's `struct topa_page`).
+//! Each physically contiguous run of AUX pages aligned to its size becomes
+//! one region (up to 128 MiB; Linux takes the allocator's block orders, which
+//! are such runs); regions follow buffer order; every table ends with an END
+//! link to the next, the last one back to the first.
+
+use crate::abi::PAGE_SIZE;
+use crate::error::{Error, Result};
+
+/// Entries per table page (Linux `TENTS_PER_PAGE`: a page minus 40 bytes of metadata).
+pub const TENTS_PER_PAGE: usize = 507;
+/// The largest region order: 4 KiB << 15 = 128 MiB.
+pub const MAX_REGION_ORDER: u32 = 15;
+
+/// One ToPA entry (`struct topa_entry`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[repr(transparent)]
+pub struct TopaEntry(pub u64);
+
+impl TopaEntry {
+    /// END: the entry links to the next table.
+    pub const END: u64 = 1 << 0;
+    /// INT: raise a PMI when this region fills.
+    pub const INT: u64 = 1 << 2;
+    /// STOP: stop tracing when this region fills.
+    pub const STOP: u64 = 1 << 4;
+    const SIZE_SHIFT: u32 = 6;
+    const SIZE_MASK: u64 = 0xf << Self::SIZE_SHIFT;
+    const BASE_SHIFT: u32 = 12;
+    /// The 40-bit base field (bits 12..51).
+    const BASE_MASK: u64 = ((1 << 40) - 1) << Self::BASE_SHIFT;
+
+    /// A region of `4 KiB << order` bytes at physical address `phys`:
+    /// `EINVAL` unless `order <= 15`, `phys` is aligned to the region's size
+    /// and fits the 40-bit base field.
+    pub const fn region(phys: u64, order: u32) -> Result<TopaEntry> {
+        if order > MAX_REGION_ORDER || phys % ((PAGE_SIZE as u64) << order) != 0 || phys >> 52 != 0
+        {
+            return Err(Error::Invalid);
+        }
+        Ok(TopaEntry(phys | ((order as u64) << Self::SIZE_SHIFT)))
+    }
+
+    /// An END link to the table at physical address `phys` (page aligned).
+    pub const fn link(phys: u64) -> Result<TopaEntry> {
+        if phys % PAGE_SIZE as u64 != 0 || phys >> 52 != 0 {
+            return Err(Error::Invalid);
+        }
+        Ok(TopaEntry(phys | Self::END))
+    }
+
+    /// The physical address in the base field.
+    pub const fn base(self) -> u64 {
+        self.0 & Self::BASE_MASK
+    }
+
+    /// The size code (region bytes = 4 KiB << code).
+    pub const fn order(self) -> u32 {
+        ((self.0 & Self::SIZE_MASK) >> Self::SIZE_SHIFT) as u32
+    }
+
+    /// The region's size in bytes.
+    pub const fn size(self) -> u64 {
+        (PAGE_SIZE as u64) << self.order()
+    }
+
+    /// Whether this is an END link.
+    pub const fn is_end(self) -> bool {
+        self.0 & Self::END != 0
+    }
+
+    /// Whether a PMI is raised when this region fills.
+    pub const fn int(self) -> bool {
+        self.0 & Self::INT != 0
+    }
+
+    /// Whether tracing stops when this region fills.
+    pub const fn stop(self) -> bool {
+        self.0 & Self::STOP != 0
+    }
+
+    /// This entry with the INT and STOP bits set as given.
+    pub const fn with_marks(self, int: bool, stop: bool) -> TopaEntry {
+        let mut v = self.0 & !(Self::INT | Self::STOP);
+        if int {
+            v |= Self::INT;
+        }
+        if stop {
+            v |= Self::STOP;
+        }
+        TopaEntry(v)
+    }
+}
+
+/// One table page: entries, then the driver's metadata (Linux `struct topa_page`).
+#[repr(C, align(4096))]
+#[derive(Clone, Copy, Debug)]
+pub struct TopaTable {
+    /// Regions, then an END link.
+    pub entries: [TopaEntry; TENTS_PER_PAGE],
+    /// Buffer offset of this table's first region.
+    pub offset: u64,
+    /// Bytes in this table's regions.
+    pub size: u64,
+    /// Number of region entries (the END link is at this index).
+    pub last: u32,
+    _reserved: [u8; 20],
+}
+
+static_assertions::const_assert_eq!(core::mem::size_of::<TopaTable>(), PAGE_SIZE);
+
+impl TopaTable {
+    /// An empty table.
+    pub const fn new() -> TopaTable {
+        TopaTable {
+            entries: [TopaEntry(0); TENTS_PER_PAGE],
+            offset: 0,
+            size: 0,
+            last: 0,
+            _reserved: [0; 20],
+        }
+    }
+}
+
+impl Default for TopaTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Translates between the addresses the CPU uses and those the tracer
+/// writes to (physical addresses for hardware; the identity for a software
+/// tracer on the host; `virt_to_phys` in a kernel).
+pub trait PhysMap {
+    /// The physical address of `virt`.
+    fn to_phys(&self, virt: *const u8) -> u64;
+    /// The address the CPU uses for `phys`.
+    fn to_virt(&self, phys: u64) -> *mut u8;
+}
+
+/// Virtual addresses are physical addresses (host simulation).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct IdentityMap;
+
+impl PhysMap for IdentityMap {
+    fn to_phys(&self, virt: *const u8) -> u64 {
+        virt as u64
+    }
+    fn to_virt(&self, phys: u64) -> *mut u8 {
+        phys as usize as *mut u8
+    }
+}
+
+/// Where the tracer writes next: the current table, the entry in it, and
+/// the offset in that entry's region.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TopaPosition {
+    /// Index of the current table.
+    pub table: usize,
+    /// Index of the current entry in it.
+    pub index: usize,
+    /// Offset in the current region.
+    pub offset: u64,
+}
+
+impl TopaPosition {
+    /// The `IA32_RTIT_OUTPUT_MASK_PTRS` value: `0x7f | index << 7 | offset << 32`.
+    pub const fn mask_ptrs(self) -> u64 {
+        0x7f | ((self.index as u64) << 7) | (self.offset << 32)
+    }
+
+    /// The entry index and region offset of a `MASK_PTRS` value (the table
+    /// comes from `OUTPUT_BASE`).
+    pub const fn from_mask_ptrs(table: usize, value: u64) -> TopaPosition {
+        TopaPosition {
+            table,
+            index: ((value & 0xffff_ff80) >> 7) as usize,
+            offset: value >> 32,
+        }
+    }
+}
+
+/// ToPA tables built over an AUX buffer.
+pub struct Topa<'t> {
+    tables: &'t mut [TopaTable],
+    /// Tables in use.
+    count: usize,
+    /// Buffer size in bytes.
+    size: u64,
+}
+
+impl<'t> Topa<'t> {
+    /// Builds the tables for `pages` (one pointer per 4 KiB page, in buffer
+    /// order) in `tables`, each region marked with neither INT nor STOP.
+    ///
+    /// Errors: `EINVAL` for no pages, a page count that is not a power of
+    /// two, a null page, or a page `PhysMap` cannot express (base field);
+    /// `ENOMEM` if `tables` has too few pages for the regions.
+    pub fn build(
+        tables: &'t mut [TopaTable],
+        pages: &[*mut u8],
+        phys: &dyn PhysMap,
+    ) -> Result<Topa<'t>> {
+        let n = pages.len();
+        if n == 0 || !n.is_power_of_two() || pages.iter().any(|p| p.is_null()) {
+            return Err(Error::Invalid);
+        }
+        if tables.is_empty() {
+            return Err(Error::NoMemory);
+        }
+        let mut count = 1;
+        tables[0] = TopaTable::new();
+        let mut offset = 0u64;
+        let mut i = 0;
+        while i < n {
+            let order = run_order(pages, i, phys);
+            let entry = TopaEntry::region(phys.to_phys(pages[i]), order)?;
+            // A full table links to a fresh one (the last slot keeps the END).
+            if tables[count - 1].last as usize == TENTS_PER_PAGE - 1 {
+                if count == tables.len() {
+                    return Err(Error::NoMemory);
+                }
+                tables[count] = TopaTable::new();
+                tables[count].offset = offset;
+                let link =
+                    TopaEntry::link(phys.to_phys(core::ptr::from_ref(&tables[count]).cast()))?;
+                let prev = &mut tables[count - 1];
+                prev.entries[prev.last as usize] = link;
+                count += 1;
+            }
+            let t = &mut tables[count - 1];
+            t.entries[t.last as usize] = entry;
+            t.last += 1;
+            t.size += entry.size();
+            offset += entry.size();
+            i += 1 << order;
+        }
+        // Close the ring: the last table links back to the first.
+        let first = TopaEntry::link(phys.to_phys(core::ptr::from_ref(&tables[0]).cast()))?;
+        let last = &mut tables[count - 1];
+        last.entries[last.last as usize] = first;
+        Ok(Topa {
+            tables,
+            count,
+            size: offset,
+        })
+    }
+
+    /// Buffer size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The tables in use.
+    pub fn tables(&self) -> &[TopaTable] {
+        &self.tables[..self.count]
+    }
+
+    /// Number of regions.
+    pub fn regions(&self) -> usize {
+        self.tables().iter().map(|t| t.last as usize).sum()
+    }
+
+    /// The region entry at `table`/`index`.
+    pub fn entry(&self, table: usize, index: usize) -> TopaEntry {
+        self.tables[table].entries[index]
+    }
+
+    /// Sets the INT/STOP marks of one region.
+    pub fn mark(&mut self, table: usize, index: usize, int: bool, stop: bool) {
+        let e = &mut self.tables[table].entries[index];
+        *e = e.with_marks(int, stop);
+    }
+
+    /// The position of buffer offset `offset` (masked to the buffer size)
+    /// (`pt_buffer_reset_offsets`).
+    pub fn position_of(&self, offset: u64) -> TopaPosition {
+        let offset = offset & (self.size - 1);
+        for (t, table) in self.tables().iter().enumerate() {
+            if offset < table.offset + table.size {
+                let mut start = table.offset;
+                for index in 0..table.last as usize {
+                    let size = table.entries[index].size();
+                    if offset < start + size {
+                        return TopaPosition {
+                            table: t,
+                            index,
+                            offset: offset - start,
+                        };
+                    }
+                    start += size;
+                }
+            }
+        }
+        TopaPosition::default() // unreachable: offset < size
+    }
+
+    /// The buffer offset of a position (`pt_update_head`'s base): the
+    /// table's offset, the regions before the entry, and the region offset.
+    /// An offset equal to the region's size (the hardware has filled it and
+    /// not moved on yet) gives the start of the next region.
+    pub fn offset_of(&self, pos: TopaPosition) -> u64 {
+        let t = &self.tables[pos.table];
+        let before: u64 = t.entries[..pos.index].iter().map(|e| e.size()).sum();
+        t.offset + before + pos.offset
+    }
+
+    /// The position after `pos`'s region is full (`pt_buffer_advance`):
+    /// the next region, the next table, or back to the first (wrapped).
+    pub fn advance(&self, pos: TopaPosition) -> (TopaPosition, bool) {
+        let mut next = TopaPosition {
+            table: pos.table,
+            index: pos.index + 1,
+            offset: 0,
+        };
+        if next.index == self.tables[pos.table].last as usize {
+            next.index = 0;
+            next.table += 1;
+            if next.table == self.count {
+                next.table = 0;
+                return (next, true);
+            }
+        }
+        (next, false)
+    }
+}
+
+/// The order of the region starting at page `i`: the largest run of
+/// physically contiguous pages, aligned in memory to its size (a region
+/// base must be), at most 2^15 pages.
+fn run_order(pages: &[*mut u8], i: usize, phys: &dyn PhysMap) -> u32 {
+    let base = phys.to_phys(pages[i]);
+    let mut order = 0;
+    while order < MAX_REGION_ORDER {
+        let next = order + 1;
+        let len = 1usize << next;
+        if i + len > pages.len() || base % ((PAGE_SIZE as u64) << next) != 0 {
+            break;
+        }
+        let contiguous = (1usize << order..len)
+            .all(|j| phys.to_phys(pages[i + j]) == base + (j * PAGE_SIZE) as u64);
+        if !contiguous {
+            break;
+        }
+        order = next;
+    }
+    order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_fields() {
+        let e = TopaEntry::region(0x1_2345_6000, 0).unwrap();
+        assert_eq!(
+            (e.base(), e.order(), e.size(), e.is_end()),
+            (0x1_2345_6000, 0, 4096, false)
+        );
+        let e = TopaEntry::region(0x8000_0000, 15).unwrap();
+        assert_eq!(e.size(), 128 << 20);
+        assert_eq!(
+            TopaEntry::region(0x1000, 1),
+            Err(Error::Invalid),
+            "not aligned to 8 KiB"
+        );
+        assert_eq!(
+            TopaEntry::region(0, 16),
+            Err(Error::Invalid),
+            "no 256 MiB regions"
+        );
+        assert_eq!(
+            TopaEntry::region(1 << 52, 0),
+            Err(Error::Invalid),
+            "past the 40-bit base"
+        );
+        assert!(TopaEntry::region((1 << 52) - 4096, 0).is_ok());
+        let m = e.with_marks(true, true);
+        assert!(m.int() && m.stop() && m.base() == e.base() && m.order() == 15);
+        assert!(TopaEntry::link(0x5000).unwrap().is_end());
+    }
+
+    #[test]
+    fn mask_ptrs_round_trip() {
+        let p = TopaPosition {
+            table: 2,
+            index: 300,
+            offset: 0x1234,
+        };
+        assert_eq!(p.mask_ptrs(), 0x7f | (300 << 7) | (0x1234 << 32));
+        assert_eq!(TopaPosition::from_mask_ptrs(2, p.mask_ptrs()), p);
+    }
+}
