@@ -11,6 +11,7 @@ use perfaux::pt::packet::{
     ExecMode, IpCompressor, IpPacket, OVF, PAD, PSB, PSBEND, cbr, long_tnt, mode_exec, mtc,
     short_tnt, tsc,
 };
+use perfaux::pt::stream::{PacketSink, PacketStream, TraceEvent};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -228,5 +229,107 @@ proptest! {
         events.extend(rest);
         let bytes = encode(&events);
         prop_assert_eq!(decode(&bytes), events);
+    }
+}
+
+struct VecSink(Vec<u8>);
+impl PacketSink for VecSink {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+}
+
+/// The trace events a decoded packet list stands for; PSB+ blocks are
+/// checked (their FUP is the current IP while tracing) and dropped.
+fn events_of(packets: &[Ev]) -> Vec<TraceEvent> {
+    let mut out = Vec::new();
+    let mut in_psb = false;
+    let mut pending_fup = None;
+    let mut current_ip = 0;
+    let mut enabled = false;
+    for p in packets {
+        match p {
+            Ev::Psb => in_psb = true,
+            Ev::PsbEnd => in_psb = false,
+            _ if in_psb => {
+                if let Ev::Ip(IpPacket::Fup, ip) = p {
+                    assert!(
+                        enabled && *ip == Some(current_ip),
+                        "PSB+ carries the current IP"
+                    );
+                }
+            }
+            Ev::Tnt(bits) => out.extend(bits.iter().map(|&b| TraceEvent::Branch(b))),
+            Ev::Ip(IpPacket::Fup, ip) => pending_fup = *ip,
+            Ev::Ip(IpPacket::Tip, Some(t)) => {
+                current_ip = *t;
+                out.push(match pending_fup.take() {
+                    Some(from) => TraceEvent::Async { from, to: *t },
+                    None => TraceEvent::Indirect(*t),
+                });
+            }
+            Ev::Ip(IpPacket::TipPge, Some(ip)) => {
+                current_ip = *ip;
+                enabled = true;
+                out.push(TraceEvent::Enable(*ip));
+            }
+            Ev::Ip(IpPacket::TipPgd, ip) => {
+                enabled = false;
+                out.push(TraceEvent::Disable(*ip));
+            }
+            Ev::Mode(m) => out.push(TraceEvent::Mode(*m)),
+            Ev::Tsc(t) => out.push(TraceEvent::Time(*t)),
+            Ev::Cbr(r) => out.push(TraceEvent::Frequency(*r)),
+            Ev::Mtc(c) => out.push(TraceEvent::Tick(*c)),
+            Ev::Pad => out.push(TraceEvent::Pad),
+            Ev::Ovf => out.push(TraceEvent::Overflow),
+            other => panic!("unexpected packet {other:?}"),
+        }
+    }
+    out
+}
+
+fn trace_event() -> impl Strategy<Value = TraceEvent> {
+    prop_oneof![
+        12 => any::<bool>().prop_map(TraceEvent::Branch),
+        4 => address().prop_map(TraceEvent::Indirect),
+        2 => (address(), address()).prop_map(|(from, to)| TraceEvent::Async { from, to }),
+        1 => address().prop_map(TraceEvent::Enable),
+        1 => proptest::option::of(address()).prop_map(TraceEvent::Disable),
+        1 => prop_oneof![Just(ExecMode::Bits32), Just(ExecMode::Bits64)].prop_map(TraceEvent::Mode),
+        1 => (0u64..1 << 56).prop_map(TraceEvent::Time),
+        1 => any::<u8>().prop_map(TraceEvent::Frequency),
+        1 => any::<u8>().prop_map(TraceEvent::Tick),
+        1 => Just(TraceEvent::Pad),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_stream_decodes_into_the_events_fed_in(
+        first in address(),
+        events in proptest::collection::vec(trace_event(), 0..400),
+        period in 256u64..2048,
+    ) {
+        let mut stream = PacketStream::new(period);
+        let mut sink = VecSink(Vec::new());
+        let mut fed = vec![TraceEvent::Enable(first)];
+        fed.extend(events);
+        for &e in &fed {
+            stream.feed(e, &mut sink);
+        }
+        stream.flush_tnt(&mut sink);
+        let bytes = sink.0;
+        prop_assert_eq!(events_of(&decode(&bytes)), fed);
+        // A PSB at least every period plus one PSB+ block plus the longest packet.
+        let psbs: Vec<usize> = bytes.windows(16).enumerate().filter(|(_, w)| *w == PSB).map(|(i, _)| i).collect();
+        prop_assert_eq!(psbs[0], 0);
+        let bound = period as usize + 64;
+        for w in psbs.windows(2) {
+            prop_assert!(w[1] - w[0] <= bound, "PSBs {} bytes apart", w[1] - w[0]);
+        }
+        prop_assert!(bytes.len() - psbs[psbs.len() - 1] <= bound);
     }
 }
