@@ -1,8 +1,12 @@
 //! The PT-style PMU (spec §F), in progress: [`packet`], the Intel PT packet
 //! encodings, with the hardware's IP compression; [`stream`], the packets a
 //! tracer emits for trace events, PSB+ blocks included; [`topa`], the
-//! output tables over the AUX pages and the output position.
+//! output tables over the AUX pages and the output position; [`tracer`],
+//! the tracer seam and a software tracer writing through the tables;
+//! [`pmu`], the PMU of one CPU in snapshot mode with `snapshot_aux`.
 
 pub mod packet;
+pub mod pmu;
 pub mod stream;
 pub mod topa;
+pub mod tracer;

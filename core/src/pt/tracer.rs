@@ -1,0 +1,217 @@
+//! The tracer seam ([`TraceHw`]) and a software tracer ([`SoftTracer`]) that
+//! writes a [`PacketStream`] through ToPA tables exactly as the hardware
+//! does: region by region, following END links (the last back to the
+//! first), raising a PMI when an INT region fills and stopping when a STOP
+//! region fills.
+
+use core::cell::{Cell, RefCell};
+
+use super::stream::{PacketSink, PacketStream, TraceEvent};
+use super::topa::{PhysMap, TopaPosition, TopaTable};
+
+/// `RTIT_STATUS.Stopped` (bit 5).
+pub const STATUS_STOPPED: u64 = 1 << 5;
+/// `RTIT_STATUS.Error` (bit 4).
+pub const STATUS_ERROR: u64 = 1 << 4;
+
+/// What a PT driver programs and reads (the `IA32_RTIT_*` MSRs).
+pub trait TraceHw {
+    /// Sets `RTIT_CTL.TraceEn` (tracing on).
+    fn enable(&self);
+    /// Clears `RTIT_CTL.TraceEn`; the output written so far is in memory
+    /// when this returns (the WRMSR serializes; the driver's `wmb()`).
+    fn disable(&self);
+    /// Whether tracing is on.
+    fn enabled(&self) -> bool;
+    /// Writes `OUTPUT_BASE` (the current table's physical address) and
+    /// `OUTPUT_MASK_PTRS`.
+    fn set_output(&self, base: u64, mask_ptrs: u64);
+    /// Reads `OUTPUT_BASE` and `OUTPUT_MASK_PTRS`.
+    fn output(&self) -> (u64, u64);
+    /// Reads `RTIT_STATUS`.
+    fn status(&self) -> u64;
+    /// Writes `RTIT_STATUS`.
+    fn set_status(&self, status: u64);
+}
+
+/// A software stand-in for the tracer of one CPU.
+///
+/// Single-CPU object: trace events and the driver's MSR accesses come from
+/// that CPU (possibly nested: a PMI's driver code runs between two events).
+pub struct SoftTracer<'p> {
+    phys: &'p dyn PhysMap,
+    stream: Cell<Option<PacketStream>>,
+    psb_period: u64,
+    enabled: Cell<bool>,
+    base: Cell<u64>,
+    mask_ptrs: Cell<u64>,
+    status: Cell<u64>,
+    /// ToPA PMIs raised and not yet taken.
+    pmi: Cell<u32>,
+    /// Bytes written into the output since creation.
+    written: Cell<u64>,
+    /// Sees every byte written to the output (for models in tests and tools).
+    tap: Cell<Option<&'p RefCell<dyn PacketSink + 'p>>>,
+}
+
+impl<'p> SoftTracer<'p> {
+    /// A stopped tracer emitting a PSB+ every `psb_period` bytes.
+    pub fn new(phys: &'p dyn PhysMap, psb_period: u64) -> SoftTracer<'p> {
+        SoftTracer {
+            phys,
+            stream: Cell::new(None),
+            psb_period,
+            enabled: Cell::new(false),
+            base: Cell::new(0),
+            mask_ptrs: Cell::new(0x7f),
+            status: Cell::new(0),
+            pmi: Cell::new(0),
+            written: Cell::new(0),
+            tap: Cell::new(None),
+        }
+    }
+
+    /// Shows every byte the tracer writes to its output to `tap` as well.
+    pub fn set_tap(&self, tap: Option<&'p RefCell<dyn PacketSink + 'p>>) {
+        self.tap.set(tap);
+    }
+
+    /// Something happened on the CPU: the packets for it go to the output
+    /// while tracing is on, and are not generated at all while it is off.
+    pub fn trace(&self, event: TraceEvent) {
+        if !self.enabled.get() {
+            return;
+        }
+        let mut stream = self
+            .stream
+            .take()
+            .unwrap_or_else(|| PacketStream::new(self.psb_period));
+        let mut out = Output { tracer: self };
+        stream.feed(event, &mut out);
+        self.stream.set(Some(stream));
+    }
+
+    /// Takes the ToPA PMIs raised since the last call (an INT region filled).
+    pub fn take_pmi(&self) -> u32 {
+        self.pmi.replace(0)
+    }
+
+    /// Bytes written to the output so far.
+    pub fn written(&self) -> u64 {
+        self.written.get()
+    }
+
+    /// Writes `bytes` at the output position, as the hardware would.
+    fn emit(&self, mut bytes: &[u8]) {
+        let mut guard = 0;
+        while !bytes.is_empty() && self.enabled.get() {
+            guard += 1;
+            if guard > 1 << 20 {
+                // A table ring without regions: the hardware would hang; stop.
+                self.status.set(self.status.get() | STATUS_ERROR);
+                self.enabled.set(false);
+                return;
+            }
+            let mut pos = TopaPosition::from_mask_ptrs(0, self.mask_ptrs.get());
+            let table = self
+                .phys
+                .to_virt(self.base.get())
+                .cast::<TopaTable>()
+                .cast_const();
+            // SAFETY: the driver programs OUTPUT_BASE with a live table page
+            // and indexes inside it (the TraceHw contract, as for hardware).
+            let entry = unsafe { (*table).entries[pos.index.min(super::topa::TENTS_PER_PAGE - 1)] };
+            if entry.is_end() {
+                self.base.set(entry.base());
+                pos.index = 0;
+                pos.offset = 0;
+                self.mask_ptrs.set(pos.mask_ptrs());
+                continue;
+            }
+            let room = entry.size() - pos.offset;
+            if room == 0 {
+                // A region left full by a STOP: nothing more is written.
+                self.status.set(self.status.get() | STATUS_STOPPED);
+                self.enabled.set(false);
+                return;
+            }
+            let n = room.min(bytes.len() as u64) as usize;
+            let dst = self.phys.to_virt(entry.base() + pos.offset);
+            // SAFETY: `dst..dst + n` lies in the region the entry describes,
+            // memory the driver handed to the tracer (the AUX pages).
+            unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, n) };
+            if let Some(tap) = self.tap.get() {
+                if let Ok(mut t) = tap.try_borrow_mut() {
+                    t.write(&bytes[..n]);
+                }
+            }
+            bytes = &bytes[n..];
+            self.written.set(self.written.get() + n as u64);
+            pos.offset += n as u64;
+            if pos.offset == entry.size() {
+                if entry.int() {
+                    self.pmi.set(self.pmi.get() + 1);
+                }
+                if entry.stop() {
+                    self.mask_ptrs.set(pos.mask_ptrs());
+                    self.status.set(self.status.get() | STATUS_STOPPED);
+                    self.enabled.set(false);
+                    return;
+                }
+                pos.index += 1;
+                pos.offset = 0;
+            }
+            self.mask_ptrs.set(pos.mask_ptrs());
+        }
+    }
+}
+
+/// The tracer's output as a packet sink.
+struct Output<'t, 'p> {
+    tracer: &'t SoftTracer<'p>,
+}
+
+impl PacketSink for Output<'_, '_> {
+    fn write(&mut self, bytes: &[u8]) {
+        self.tracer.emit(bytes);
+    }
+}
+
+impl TraceHw for SoftTracer<'_> {
+    fn enable(&self) {
+        self.enabled.set(true);
+    }
+
+    fn disable(&self) {
+        // Branches gathered but not emitted go out first, as the hardware
+        // flushes its TNT buffer when TraceEn drops.
+        if self.enabled.get() {
+            if let Some(mut stream) = self.stream.take() {
+                stream.flush_tnt(&mut Output { tracer: self });
+                self.stream.set(Some(stream));
+            }
+        }
+        self.enabled.set(false);
+    }
+
+    fn enabled(&self) -> bool {
+        self.enabled.get()
+    }
+
+    fn set_output(&self, base: u64, mask_ptrs: u64) {
+        self.base.set(base);
+        self.mask_ptrs.set(mask_ptrs);
+    }
+
+    fn output(&self) -> (u64, u64) {
+        (self.base.get(), self.mask_ptrs.get())
+    }
+
+    fn status(&self) -> u64 {
+        self.status.get()
+    }
+
+    fn set_status(&self, status: u64) {
+        self.status.set(status);
+    }
+}

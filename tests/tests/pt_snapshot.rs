@@ -1,0 +1,256 @@
+//! The PT-style PMU end to end in snapshot mode: a software tracer writes a
+//! random program's packets through ToPA tables into the AUX area; a
+//! sampling event in the PT leader's group takes samples at random points;
+//! every sample's AUX bytes equal the newest bytes of the whole stream (a
+//! model that keeps everything), wrapping windows and windows larger than
+//! what was written included; every large enough snapshot holds a PSB and
+//! decodes; stopping the leader publishes the position with a PERF_RECORD_AUX.
+
+use std::cell::RefCell;
+
+use iptr_decoder::{DecodeOptions, HandlePacket};
+use perfaux::abi::{PerfEventAttr, aux_flags, record_type, sample_type as st};
+use perfaux::aux::AuxConfig;
+use perfaux::event::{Buffer, Event, EventConfig};
+use perfaux::pmu::{EventInfo, Platform, Pmu};
+use perfaux::pt::packet::PSB;
+use perfaux::pt::pmu::PtPmu;
+use perfaux::pt::stream::{PacketSink, TraceEvent};
+use perfaux::pt::topa::{IdentityMap, Topa, TopaTable};
+use perfaux::pt::tracer::SoftTracer;
+use perfaux::ring::{FixedEvent, RingConfig, read_header};
+use perfaux::sample::{IrqMask, SampleData};
+use perfaux::{PmuCaps, Result};
+use perfaux_tests::mem::{AuxMemory, RingMemory};
+use proptest::prelude::*;
+
+struct Cpu0;
+impl IrqMask for Cpu0 {
+    fn save(&self) -> usize {
+        0
+    }
+    fn restore(&self, _: usize) {}
+}
+impl Platform for Cpu0 {
+    fn cpu(&self) -> u32 {
+        0
+    }
+    fn clock(&self) -> u64 {
+        0
+    }
+    fn current(&self) -> (u32, u32) {
+        (1, 1)
+    }
+}
+
+struct Counter;
+impl Pmu for Counter {
+    fn caps(&self) -> PmuCaps {
+        PmuCaps::NO_NMI
+    }
+    fn add(&self, _: &EventInfo<'_>, _: u32) -> Result<()> {
+        Ok(())
+    }
+    fn del(&self, _: &EventInfo<'_>, _: u32) {}
+    fn start(&self, _: &EventInfo<'_>, _: u32) {}
+    fn stop(&self, _: &EventInfo<'_>, _: u32) {}
+}
+
+#[derive(Default)]
+struct Model(Vec<u8>);
+impl PacketSink for Model {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+}
+
+struct Nop;
+impl HandlePacket for Nop {
+    type Error = std::convert::Infallible;
+    fn at_decode_begin(&mut self) -> std::result::Result<(), Self::Error> {
+        Ok(())
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    Trace(TraceEvent),
+    Sample(u32),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let addr = (0u64..0x4000).prop_map(|o| 0x40_0000 + o * 16);
+    prop_oneof![
+        20 => any::<bool>().prop_map(|b| Step::Trace(TraceEvent::Branch(b))),
+        6 => addr.clone().prop_map(|a| Step::Trace(TraceEvent::Indirect(a))),
+        1 => (addr.clone(), addr).prop_map(|(from, to)| Step::Trace(TraceEvent::Async { from, to })),
+        1 => (0u64..1 << 40).prop_map(|t| Step::Trace(TraceEvent::Time(t))),
+        1 => prop_oneof![Just(64u32), Just(4096), Just(5000), Just(16384), Just(70_000), Just(1 << 20)].prop_map(Step::Sample),
+    ]
+}
+
+const PSB_PERIOD: u64 = 1024;
+
+fn run(aux_pages: usize, aux_order: u32, steps: &[Step]) -> std::result::Result<(), TestCaseError> {
+    let mem = RingMemory::new(64, 0);
+    let ring = mem.ring(RingConfig {
+        overwrite: true,
+        ..RingConfig::default()
+    });
+    let aux = AuxMemory::new(aux_pages, aux_order);
+    let area = mem.aux_area(
+        &aux,
+        AuxConfig {
+            overwrite: true,
+            ..AuxConfig::default()
+        },
+        (),
+    );
+    let mut tables = vec![TopaTable::new(); 1];
+    let topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).unwrap();
+    let tracer = SoftTracer::new(&IdentityMap, PSB_PERIOD);
+    let model = RefCell::new(Model::default());
+    tracer.set_tap(Some(&model));
+    let pt = PtPmu::new(
+        &tracer,
+        &IdentityMap,
+        topa,
+        &area,
+        &ring,
+        FixedEvent {
+            id: 1,
+            sample_id: None,
+        },
+    )
+    .unwrap();
+    let counter = Counter;
+    let buffer = Buffer {
+        ring: &ring,
+        aux: Some(&area),
+    };
+    let mut leader_attr = PerfEventAttr::new(136);
+    leader_attr.type_ = 8;
+    let leader = Event::open(EventConfig {
+        attr: leader_attr,
+        pmu: &pt,
+        id: 1,
+        cpu: 0,
+        leader: None,
+        parent: None,
+    })
+    .unwrap();
+    leader.set_buffer(&buffer);
+    let mut attr = PerfEventAttr::new(136);
+    attr.sample_period = 1000;
+    attr.sample_type = st::TIME | st::AUX;
+    attr.aux_sample_size = 64;
+    let mut samplers = Vec::new();
+    for size in [64u32, 4096, 5000, 16384, 70_000, 1 << 20] {
+        attr.aux_sample_size = size;
+        samplers.push(
+            Event::open(EventConfig {
+                attr,
+                pmu: &counter,
+                id: u64::from(size),
+                cpu: 0,
+                leader: Some(&leader),
+                parent: None,
+            })
+            .unwrap(),
+        );
+    }
+    for s in &samplers {
+        s.join_group();
+        s.set_output(&leader).unwrap();
+    }
+    let p = Cpu0;
+    leader.sched_in(&p).unwrap();
+    tracer.trace(TraceEvent::Enable(0x40_0000));
+    let bufsize = area.size() as usize;
+
+    for (i, step) in steps.iter().enumerate() {
+        match step {
+            Step::Trace(e) => tracer.trace(*e),
+            Step::Sample(size) => {
+                let sampler = samplers
+                    .iter()
+                    .find(|s| s.attr().aux_sample_size == *size)
+                    .unwrap();
+                let layout = sampler
+                    .overflow(
+                        &p,
+                        &SampleData {
+                            time: i as u64,
+                            ..SampleData::default()
+                        },
+                    )
+                    .unwrap();
+                let records = mem.records();
+                let r = records
+                    .iter()
+                    .find(|r| read_header(r).unwrap().type_ == record_type::SAMPLE)
+                    .unwrap();
+                let aux_size = u64::from_ne_bytes(r[16..24].try_into().unwrap()) as usize;
+                let want_size = ((*size as usize).min(65535 - 24) & !7).min(bufsize);
+                prop_assert_eq!(aux_size, want_size);
+                prop_assert_eq!(layout.aux_size as usize, want_size);
+                let got = &r[24..];
+                // The model: the last `aux_size` bytes ever written, zeros
+                // before the first byte (the pages start zeroed).
+                let stream = &model.borrow().0;
+                let want: Vec<u8> = if stream.len() >= aux_size {
+                    stream[stream.len() - aux_size..].to_vec()
+                } else {
+                    let mut v = vec![0u8; aux_size - stream.len()];
+                    v.extend_from_slice(stream);
+                    v
+                };
+                prop_assert!(
+                    got == &want[..],
+                    "sample {} of {} bytes after {} written",
+                    i,
+                    aux_size,
+                    stream.len()
+                );
+                if aux_size as u64 >= PSB_PERIOD + 256 && stream.len() >= aux_size {
+                    prop_assert!(
+                        got.windows(16).any(|w| w == PSB),
+                        "a snapshot of {} bytes holds a PSB",
+                        aux_size
+                    );
+                    prop_assert!(
+                        iptr_decoder::decode(got, DecodeOptions::default(), &mut Nop).is_ok(),
+                        "and decodes"
+                    );
+                }
+            }
+        }
+    }
+    // Stopping the leader publishes the write position.
+    leader.sched_out();
+    let written = model.borrow().0.len();
+    let position = (written % bufsize) as u64;
+    let records = mem.records();
+    let aux_record = records
+        .iter()
+        .find(|r| read_header(r).unwrap().type_ == record_type::AUX)
+        .unwrap();
+    let words: Vec<u64> = (0..3)
+        .map(|k| u64::from_ne_bytes(aux_record[8 + 8 * k..16 + 8 * k].try_into().unwrap()))
+        .collect();
+    prop_assert_eq!(words, vec![position, bufsize as u64, aux_flags::OVERWRITE]);
+    prop_assert_eq!(area.head(), position);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn samples_carry_the_newest_bytes_of_the_trace(
+        geometry in prop_oneof![Just((1usize, 0u32)), Just((4, 0)), Just((4, 2)), Just((16, 1))],
+        steps in proptest::collection::vec(step(), 1..3000),
+    ) {
+        run(geometry.0, geometry.1, &steps)?;
+    }
+}
