@@ -13,6 +13,10 @@
 //!   sample (IP|TID|TIME|CPU|PERIOD + AUX) with 4, 16 and 64 KiB snapshots
 //!   through the test PMU's `snapshot_aux`, against a memcpy of the AUX bytes.
 //!
+//! - `pt/tracer/4096-events`: the software PT tracer's packet throughput
+//!   through ToPA; `pt/snapshot-<size>/{perfaux,memcpy}`: `snapshot_aux` of
+//!   4, 16 and 64 KiB against a memcpy of the same bytes.
+//!
 //! `scripts/bench-report` turns criterion's estimates into the ratio table of
 //! BENCHMARKS.md.
 
@@ -256,5 +260,126 @@ fn sample_path(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, write_path, copy_path, sample_path);
+/// A sink writing into a preallocated buffer (reset by the caller).
+struct BufSink {
+    buf: Vec<u8>,
+    len: usize,
+}
+
+impl perfaux::ring::OutputSink for BufSink {
+    fn copy(&mut self, bytes: &[u8]) -> usize {
+        self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+        0
+    }
+}
+
+/// The software PT tracer: packet bytes per second through ToPA into a
+/// 64 KiB AUX area; and `snapshot_aux` (stop, position, copy_aux, restart)
+/// of 4, 16 and 64 KiB against a memcpy of the same bytes.
+fn pt_path(c: &mut Criterion) {
+    use perfaux::pmu::{EventInfo, Pmu};
+    use perfaux::pt::pmu::PtPmu;
+    use perfaux::pt::stream::TraceEvent;
+    use perfaux::pt::topa::{IdentityMap, Topa, TopaTable};
+    use perfaux::pt::tracer::SoftTracer;
+
+    let mut group = c.benchmark_group("pt");
+    let mem = RingMemory::new(4, 0);
+    let ring = mem.ring(RingConfig {
+        overwrite: true,
+        ..RingConfig::default()
+    });
+    let aux = AuxMemory::new(16, 2); // 64 KiB in four 16 KiB regions
+    let area = mem.aux_area(
+        &aux,
+        AuxConfig {
+            overwrite: true,
+            ..AuxConfig::default()
+        },
+        (),
+    );
+    let mut tables = vec![TopaTable::new(); 1];
+    let topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).expect("tables");
+    let tracer = SoftTracer::new(&IdentityMap, 4096);
+    let pt = PtPmu::new(
+        &tracer,
+        &IdentityMap,
+        topa,
+        &area,
+        &ring,
+        FixedEvent::default(),
+    )
+    .expect("pmu");
+    let attr = PerfEventAttr::new(136);
+    let info = EventInfo {
+        attr: &attr,
+        id: 1,
+        cpu: 0,
+    };
+    pt.add(&info, perfaux::pmu::ef::START).expect("add");
+    tracer.trace(TraceEvent::Enable(0x40_0000));
+
+    // A program's worth of events: mostly conditional branches, some
+    // indirect branches and calls, a few timestamps.
+    let mut state = 0x1234_5678u64;
+    let mut next = || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        state >> 33
+    };
+    let events: Vec<TraceEvent> = (0..4096)
+        .map(|_| match next() % 16 {
+            0..=11 => TraceEvent::Branch(next() % 2 == 0),
+            12..=14 => TraceEvent::Indirect(0x40_0000 + (next() % 0x10000) * 16),
+            _ => TraceEvent::Time(next()),
+        })
+        .collect();
+    let before = tracer.written();
+    for &e in &events {
+        tracer.trace(e);
+    }
+    let per_batch = tracer.written() - before;
+    group.throughput(Throughput::Bytes(per_batch));
+    group.bench_function("tracer/4096-events", |b| {
+        b.iter(|| {
+            for &e in &events {
+                tracer.trace(black_box(e));
+            }
+        })
+    });
+
+    for size in [4096u64, 16384, 65536] {
+        group.throughput(Throughput::Bytes(size));
+        let mut sink = BufSink {
+            buf: vec![0; size as usize],
+            len: 0,
+        };
+        group.bench_function(
+            BenchmarkId::new(format!("snapshot-{size}"), "perfaux"),
+            |b| {
+                b.iter(|| {
+                    sink.len = 0;
+                    let n = pt.snapshot_aux(&info, &mut sink, black_box(size));
+                    black_box(n);
+                })
+            },
+        );
+        let src = vec![7u8; size as usize];
+        let mut dst = vec![0u8; size as usize];
+        group.bench_function(
+            BenchmarkId::new(format!("snapshot-{size}"), "memcpy"),
+            |b| {
+                b.iter(|| {
+                    dst.copy_from_slice(black_box(&src));
+                    black_box(&dst);
+                })
+            },
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(benches, write_path, copy_path, sample_path, pt_path);
 criterion_main!(benches);

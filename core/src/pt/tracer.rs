@@ -52,6 +52,9 @@ pub struct SoftTracer<'p> {
     written: Cell<u64>,
     /// Sees every byte written to the output (for models in tests and tools).
     tap: Cell<Option<&'p RefCell<dyn PacketSink + 'p>>>,
+    /// Called after each piece written to a region: where a PMI can arrive
+    /// in the middle of a write (tests).
+    interrupt: Cell<Option<&'p dyn Fn()>>,
 }
 
 impl<'p> SoftTracer<'p> {
@@ -68,7 +71,14 @@ impl<'p> SoftTracer<'p> {
             pmi: Cell::new(0),
             written: Cell::new(0),
             tap: Cell::new(None),
+            interrupt: Cell::new(None),
         }
+    }
+
+    /// Runs `f` after every piece the tracer writes into a region, as a
+    /// PMI arriving in the middle of a write would (tests).
+    pub fn set_interrupt(&self, f: Option<&'p dyn Fn()>) {
+        self.interrupt.set(f);
     }
 
     /// Shows every byte the tracer writes to its output to `tap` as well.
@@ -147,6 +157,15 @@ impl<'p> SoftTracer<'p> {
             }
             bytes = &bytes[n..];
             self.written.set(self.written.get() + n as u64);
+            if let Some(f) = self.interrupt.get() {
+                // The write position first, so that a PMI sees it.
+                let mut at = pos;
+                at.offset += n as u64;
+                if at.offset < entry.size() {
+                    self.mask_ptrs.set(at.mask_ptrs());
+                    f();
+                }
+            }
             pos.offset += n as u64;
             if pos.offset == entry.size() {
                 if entry.int() {
@@ -184,7 +203,11 @@ impl TraceHw for SoftTracer<'_> {
 
     fn disable(&self) {
         // Branches gathered but not emitted go out first, as the hardware
-        // flushes its TNT buffer when TraceEn drops.
+        // flushes its TNT buffer when TraceEn drops. When a PMI interrupted
+        // a write, the stream is out of its cell (the write owns it), so
+        // nothing is flushed into the middle of that write: like the
+        // hardware's, its writes are never split, and it completes once
+        // tracing is on again.
         if self.enabled.get() {
             if let Some(mut stream) = self.stream.take() {
                 stream.flush_tnt(&mut Output { tracer: self });

@@ -1,0 +1,214 @@
+//! PMIs arriving in the middle of the software tracer's writes: a sample
+//! (with its AUX snapshot through the PT PMU) after every piece the tracer
+//! writes into a region. Every snapshot equals the newest bytes written so
+//! far; the interrupted write completes unsplit, so the whole stream still
+//! decodes; a sample arriving inside another's snapshot carries no AUX data.
+
+use std::cell::{Cell, RefCell};
+
+use iptr_decoder::{DecodeOptions, HandlePacket};
+use perfaux::abi::{PerfEventAttr, record_type, sample_type as st};
+use perfaux::aux::AuxConfig;
+use perfaux::event::{Buffer, Event, EventConfig};
+use perfaux::pmu::{EventInfo, Platform, Pmu};
+use perfaux::pt::pmu::PtPmu;
+use perfaux::pt::stream::{PacketSink, TraceEvent};
+use perfaux::pt::topa::{IdentityMap, Topa, TopaTable};
+use perfaux::pt::tracer::SoftTracer;
+use perfaux::ring::{FixedEvent, RingConfig, read_header};
+use perfaux::sample::{IrqMask, SampleData};
+use perfaux::{PmuCaps, Result};
+use perfaux_tests::mem::{AuxMemory, RingMemory};
+
+struct Cpu0;
+impl IrqMask for Cpu0 {
+    fn save(&self) -> usize {
+        0
+    }
+    fn restore(&self, _: usize) {}
+}
+impl Platform for Cpu0 {
+    fn cpu(&self) -> u32 {
+        0
+    }
+    fn clock(&self) -> u64 {
+        0
+    }
+    fn current(&self) -> (u32, u32) {
+        (1, 1)
+    }
+}
+
+struct Counter;
+impl Pmu for Counter {
+    fn caps(&self) -> PmuCaps {
+        PmuCaps::NO_NMI
+    }
+    fn add(&self, _: &EventInfo<'_>, _: u32) -> Result<()> {
+        Ok(())
+    }
+    fn del(&self, _: &EventInfo<'_>, _: u32) {}
+    fn start(&self, _: &EventInfo<'_>, _: u32) {}
+    fn stop(&self, _: &EventInfo<'_>, _: u32) {}
+}
+
+#[derive(Default)]
+struct Model(Vec<u8>);
+impl PacketSink for Model {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+}
+
+thread_local! {
+    /// The PMI handler of the running test case, reached from the tracer
+    /// through `trampoline` (a `'static` function, so that the tracer need
+    /// not borrow the events that borrow it).
+    static PMI: Cell<Option<*const (dyn Fn() + 'static)>> = const { Cell::new(None) };
+}
+
+fn trampoline() {
+    if let Some(f) = PMI.with(Cell::get) {
+        // SAFETY: `run` stores a pointer to a closure that lives on its
+        // stack and clears it before that closure goes out of scope.
+        unsafe { (*f)() }
+    }
+}
+
+struct Nop;
+impl HandlePacket for Nop {
+    type Error = std::convert::Infallible;
+    fn at_decode_begin(&mut self) -> std::result::Result<(), Self::Error> {
+        Ok(())
+    }
+}
+
+/// Runs a program of `events`; a PMI (a 2048-byte AUX sample) arrives after
+/// the `k`-th piece the tracer writes. Returns the number of pieces.
+fn run(events: &[TraceEvent], k: usize) -> usize {
+    let mem = RingMemory::new(16, 0);
+    let ring = mem.ring(RingConfig {
+        overwrite: true,
+        ..RingConfig::default()
+    });
+    let aux = AuxMemory::new(4, 0); // four 4 KiB regions: writes cross them
+    let area = mem.aux_area(
+        &aux,
+        AuxConfig {
+            overwrite: true,
+            ..AuxConfig::default()
+        },
+        (),
+    );
+    let mut tables = vec![TopaTable::new(); 1];
+    let topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).unwrap();
+    let tracer = SoftTracer::new(&IdentityMap, 512);
+    let model = RefCell::new(Model::default());
+    tracer.set_tap(Some(&model));
+    let pt = PtPmu::new(
+        &tracer,
+        &IdentityMap,
+        topa,
+        &area,
+        &ring,
+        FixedEvent::default(),
+    )
+    .unwrap();
+    let counter = Counter;
+    let buffer = Buffer {
+        ring: &ring,
+        aux: Some(&area),
+    };
+    let mut leader_attr = PerfEventAttr::new(136);
+    leader_attr.type_ = 8;
+    let leader = Event::open(EventConfig {
+        attr: leader_attr,
+        pmu: &pt,
+        id: 1,
+        cpu: 0,
+        leader: None,
+        parent: None,
+    })
+    .unwrap();
+    leader.set_buffer(&buffer);
+    let mut attr = PerfEventAttr::new(136);
+    attr.sample_period = 1;
+    attr.sample_type = st::TIME | st::AUX;
+    attr.aux_sample_size = 2048;
+    let sampler = Event::open(EventConfig {
+        attr,
+        pmu: &counter,
+        id: 2,
+        cpu: 0,
+        leader: Some(&leader),
+        parent: None,
+    })
+    .unwrap();
+    sampler.join_group();
+    sampler.set_output(&leader).unwrap();
+    let p = Cpu0;
+    leader.sched_in(&p).unwrap();
+
+    let pieces = Cell::new(0usize);
+    let checked = Cell::new(false);
+    let pmi = || {
+        pieces.set(pieces.get() + 1);
+        if pieces.get() != k {
+            return;
+        }
+        let layout = sampler.overflow(&p, &SampleData::default()).unwrap();
+        assert_eq!(layout.aux_size, 2048);
+        let records = mem.records();
+        let r = records
+            .iter()
+            .find(|r| read_header(r).unwrap().type_ == record_type::SAMPLE)
+            .unwrap();
+        let stream = &model.borrow().0;
+        let n = stream.len().min(2048);
+        assert!(
+            r[24 + 2048 - n..] == stream[stream.len() - n..],
+            "the snapshot is the newest bytes, mid-write"
+        );
+        checked.set(true);
+    };
+    let handler: &dyn Fn() = &pmi;
+    // SAFETY: only the lifetime is erased; the pointer is cleared below,
+    // before `pmi` goes out of scope, and used only on this thread.
+    let erased: *const (dyn Fn() + 'static) =
+        unsafe { std::mem::transmute(handler as *const dyn Fn()) };
+    PMI.with(|c| c.set(Some(erased)));
+    tracer.set_interrupt(Some(&trampoline));
+    tracer.trace(TraceEvent::Enable(0x40_0000));
+    for &e in events {
+        tracer.trace(e);
+    }
+    tracer.set_interrupt(None);
+    PMI.with(|c| c.set(None));
+    assert!(k > pieces.get() || checked.get());
+    // The interrupted writes were not split: the stream decodes.
+    let stream = model.borrow().0.clone();
+    assert!(
+        iptr_decoder::decode(&stream, DecodeOptions::default(), &mut Nop).is_ok(),
+        "the stream decodes"
+    );
+    pieces.get()
+}
+
+#[test]
+fn a_pmi_after_every_piece_of_the_tracer_writes() {
+    let mut events = Vec::new();
+    for i in 0..600u64 {
+        events.push(TraceEvent::Branch(i % 3 == 0));
+        if i % 5 == 0 {
+            events.push(TraceEvent::Indirect(0x40_0000 + i * 64));
+        }
+        if i % 50 == 0 {
+            events.push(TraceEvent::Time(i * 1000));
+        }
+    }
+    let pieces = run(&events, usize::MAX);
+    assert!(pieces > 100, "{pieces} pieces");
+    for k in 1..=pieces {
+        run(&events, k);
+    }
+}
