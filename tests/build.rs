@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! Runs bindgen on the system's `<linux/perf_event.h>` so that the ABI test
 //! can compare every field of perfaux's layouts with the C compiler's.
 //!

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! `perfaux attr`: decode a `perf_event_attr` and check it as Linux 6.18's
 //! `perf_event_open(2)` would (size negotiation, post-copy checks, and the
 //! AUX/group rules given the PMU capabilities of the event and its leader).

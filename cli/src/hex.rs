@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! Hex input as people paste it: `xxd -p` output, `0x`-prefixed words,
 //! bytes separated by spaces, colons or newlines.
 

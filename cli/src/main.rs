@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! `perfaux`: host tools around the perfaux engine.
 //!
 //! `perfaux attr` decodes a `struct perf_event_attr` given as hex and tells

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! `perfaux attr` end to end: verdicts, exit codes, and clear errors.
 
 use assert_cmd::Command;

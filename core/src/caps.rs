@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! PMU capabilities: what a PMU can do, as the open-time rules need to know.
 //!
 //! Linux keeps these as `PERF_PMU_CAP_*` bits plus the presence of callbacks

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The one error type of the engine, and its Linux errno.
 //!
 //! Every fallible operation returns [`Error`]. Each variant stands for one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! Events and groups (spec §B.5, §B.6, §E.1, §E.3, §E.9, §E.10): the AUX
 //! leader link, event states and the CPU an event is active on, output
 //! redirection, inherited children writing through their parent's buffer,
@@ -355,13 +356,16 @@ impl<'g, P> Event<'g, P> {
     /// the link and goes to `Error` (spec §B.5, H.1 O20).
     pub fn close(&self) {
         self.sched_out();
+        // Relaxed: same-CPU state (set-up path).
         self.state.store(EventState::Off as u8, Ordering::Relaxed);
         let mut s = self.first_sibling.get();
         while let Some(e) = s {
+            // Relaxed load: only set-up paths write the link, and this is one.
             if ptr::eq(e.aux_event.load(Ordering::Relaxed), self) {
                 // Release pairs with the Acquire in `aux_event()`.
                 e.aux_event.store(ptr::null_mut(), Ordering::Release);
                 e.sched_out();
+                // Relaxed: same-CPU state (set-up path).
                 e.state.store(EventState::Error as u8, Ordering::Relaxed);
             }
             s = e.next_sibling.get();

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! # perfaux
 //!
 //! A `no_std` engine for Linux perf's AUX sampling (`PERF_SAMPLE_AUX`,

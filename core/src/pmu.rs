@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The PMU contract (Linux `struct pmu`, the parts AUX sampling uses), and
 //! the platform services the event layer needs.
 

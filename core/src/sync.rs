@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The one place that names atomics and shared-memory accesses.
 //!
 //! Everything the ring (and later the AUX area) shares goes through here:

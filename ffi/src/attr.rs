@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! `perfaux_attr_copy` and `perfaux_event_check`: attr copy-in and the
 //! open-time AUX/group rules (spec §B).
 

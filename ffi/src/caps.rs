@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! `PERFAUX_CAP_*`: PMU capability bits for `perfaux_event_check`.
 //!
 //! The values are perfaux's own (Linux's internal `PERF_PMU_CAP_*` numbers

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! # perfaux-ffi
 //!
 //! The C ABI of the perfaux engine. `include/perfaux.h` is generated from

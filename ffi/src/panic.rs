@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The panic handler of bare-metal builds.
 //!
 //! No panic is reachable from the C ABI by construction; should one happen

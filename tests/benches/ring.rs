@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The write path of the data ring, side by side with peers, in one run.
 //!
 //! - `write/<size>/{perfaux,rtrb,bbqueue}`: one record of `size` bytes per

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! Host-side shims shared by the integration tests and benchmarks: page
 //! memory for rings, and helpers to build rings and consumers over it.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! Page memory for rings, allocated page-aligned and zeroed, as the kernel
 //! hands pages to a perf buffer.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! A simple AUX PMU for tests: a "tracer" that writes known bytes into its
 //! AUX area, and a `snapshot_aux` that copies the newest bytes with
 //! `copy_aux` through the transaction it holds open, as Intel PT does.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! Self-checking test records: every byte is a function of the record's
 //! sequence number and size, so a reader can tell a complete record from a
 //! torn or stale one.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! perfaux's ABI layouts against the C compiler's: bindgen runs on the
 //! system's `<linux/perf_event.h>` (see `build.rs`) and every field offset,
 //! field size, flag bit and constant is compared. The system header is

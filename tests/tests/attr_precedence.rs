@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! When several rules fail at once, the one Linux checks first decides the
 //! errno (spec §B.1-§B.7). Each case breaks two or more rules and names the
 //! rule that must win; [`Rule`] makes even EINVAL-vs-EINVAL order visible.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! Property tests of attr copy-in through the C entry point: for random
 //! buffers, sizes and readable lengths it never panics, never reads past
 //! what is readable (the buffer is exactly that long), and agrees with a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The AUX area against spec §D, the buffer cases B14-B18 of §H.2, and
 //! `copy_aux` against §E.6 and the cases C1-C5 of §H.4.
 

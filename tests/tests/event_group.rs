@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The event layer: groups with an AUX leader, the overflow flow, states
 //! and CPUs (S6), output redirection (B.6, O21), the leader going away
 //! (O20), inherited children writing through their parents (C15), two

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The running kernel as an oracle: a corpus of attrs goes through both
 //! `perf_event_open(2)` and `perfaux_attr_copy` + `perfaux_event_check`, and
 //! the errno (and the `E2BIG` size write-back) must agree.

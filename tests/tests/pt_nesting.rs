@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! PMIs arriving in the middle of the software tracer's writes: a sample
 //! (with its AUX snapshot through the PT PMU) after every piece the tracer
 //! writes into a region. Every snapshot equals the newest bytes written so

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The Intel PT packet encoder against an independent decoder
 //! (`iptr-decoder`): random packet sequences decode into exactly what was
 //! fed in, IPs reconstructed with the decoder's own last-IP logic.

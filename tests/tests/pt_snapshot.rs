@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The PT-style PMU end to end in snapshot mode: a software tracer writes a
 //! random program's packets through ToPA tables into the AUX area; a
 //! sampling event in the PT leader's group takes samples at random points;

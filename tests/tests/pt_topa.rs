@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! ToPA tables (spec §F.3, §F.4, §F.6): layouts for one page, mixed chunk
 //! orders, the largest region, many tables; position encoding round trips.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The data ring against spec §C and the buffer edge cases of §H.2.
 
 use std::sync::atomic::{AtomicUsize, Ordering};

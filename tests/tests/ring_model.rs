@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The ring against a plain `Vec<u8>` model: random record sizes, random
 //! splits into copy/skip calls, random consumer steps, in every mode
 //! (writable/overwrite, forward/backward) and geometry (chunks, order).

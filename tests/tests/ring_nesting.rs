@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The deterministic nesting harness (design.md): a hook at every
 //! interruption point of begin/copy/skip/end runs a complete nested write
 //! right there, for every point, with up to three contexts (task, IRQ, NMI).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! An independent parser (`perf-event-data`) reads every record the ring
 //! carries: the LOST records the ring writes itself (with their sample_id
 //! trailer) and hand-encoded SAMPLE (with an AUX block), AUX, ITRACE_START

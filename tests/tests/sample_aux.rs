@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! Samples with the AUX block: the size rules of spec §E.2/§E.3 (the worked
 //! examples, and the cases S1-S9 of §H.3), the snapshot through a test PMU
 //! (C1-C4, C7-C9 of §H.4), and byte-for-byte agreement with what the PMU's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The nesting harness over sample output: a nested sample (with its own AUX
 //! block) at every interruption point of an outer sample's write, including
 //! every piece of the outer snapshot's copy, at IRQ and NMI depth. A nested

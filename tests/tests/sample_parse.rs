@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! `perf-event-data` parses samples carrying every field Linux has, and the
 //! AUX bytes it returns are exactly what the test PMU's area holds.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! `struct perf_event_attr` through `PERF_ATTR_SIZE_VER8` (spec §A.1, §A.2).
 
 use static_assertions::const_assert_eq;

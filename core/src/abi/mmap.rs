@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! `struct perf_event_mmap_page`: the first page of a perf mapping (spec §A.8).
 
 use super::attr::assert_offsets;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The Linux perf user-space ABI (spec §A): layouts shared with user space
 //! and C, each `#[repr(C)]` with its size and every field offset asserted at
 //! compile time. A test in `perfaux-tests` also compares each field with the

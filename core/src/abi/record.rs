@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! Record header, record types, and the fixed-layout record bodies (spec §A.4, §A.7).
 
 use super::attr::assert_offsets;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! Size negotiation: `perf_copy_attr` + `copy_struct_from_user` (spec §B.1).
 
 use super::rule::Rule;

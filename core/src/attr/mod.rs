@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! Attr copy-in and validation, with the errno Linux 6.18 gives, in Linux's order.
 //!
 //! Every refusal is a [`Rule`] naming the check that failed; [`Rule::error`]

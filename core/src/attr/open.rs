@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! Open-time rules that depend only on the attrs and the PMU capabilities
 //! of an event and of its group leader (spec §B.3, §B.4, §B.5, §B.7).
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! [`Rule`]: which check refused an attr, and the errno Linux gives for it.
 
 use crate::error::Error;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The post-copy checks of `perf_copy_attr` (spec §B.2), in Linux 6.18's order.
 
 use super::rule::Rule;

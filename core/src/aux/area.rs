@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! [`AuxArea`]: the AUX state of a perf buffer (spec §D.1, §D.2, §D.3).
 
 use core::ptr::addr_of_mut;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! `copy_aux`: AUX bytes into an output sink (`perf_output_copy_aux`, spec §E.6).
 
 use super::handle::AuxHandle;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! [`AuxHandle`]: one AUX transaction (`perf_aux_output_begin` ... `end`,
 //! spec §D.4-§D.6), and `PERF_RECORD_AUX` / `PERF_RECORD_ITRACE_START`.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The AUX area (spec §D): a second buffer of a ring, written by a hardware
 //! tracer, with its own head and tail in the user page; [`AuxHandle`]
 //! transactions (`perf_aux_output_begin` / `end` / `skip` / `flag`),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The PT-style PMU (spec §F), in progress: [`packet`], the Intel PT packet
 //! encodings, with the hardware's IP compression; [`stream`], the packets a
 //! tracer emits for trace events, PSB+ blocks included; [`topa`], the

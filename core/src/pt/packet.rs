@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! Intel PT packet encodings (Intel SDM vol. 3C, chapter "Intel Processor
 //! Trace", packet definitions), as the hardware writes them: the byte
 //! layouts, and the last-IP compression of TIP/TIP.PGE/TIP.PGD/FUP.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The PT-style PMU of one CPU in snapshot mode (spec §F.5, §F.8): the AUX
 //! transaction it holds while tracing, ToPA output, and `snapshot_aux`
 //! exactly as Linux's `pt_event_snapshot_aux` after the 2024

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The packet stream a tracer produces for a sequence of trace events, as
 //! Intel PT hardware would: conditional branches gathered into TNT packets
 //! (flushed before any other packet), indirect branches as TIP, asynchronous

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! Table of Physical Addresses (spec §F.3, §F.4, §F.6): the output tables
 //! an Intel PT tracer writes through, built over the AUX pages, and the
 //! output position the hardware keeps in `IA32_RTIT_OUTPUT_BASE` /

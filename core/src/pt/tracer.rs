@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The tracer seam ([`TraceHw`]) and a software tracer ([`SoftTracer`]) that
 //! writes a [`PacketStream`] through ToPA tables exactly as the hardware
 //! does: region by region, following END links (the last back to the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! [`Ring`]: the kernel side of a data ring (`struct perf_buffer`, spec §C.1, §C.2).
 
 use core::ptr::addr_of_mut;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The consumer side of a ring: what user space does with the mapping
 //! (spec §C.7, §C.8). It sees only the user page and the data chunks.
 

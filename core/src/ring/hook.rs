@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! Interruption points of the write path, for deterministic nesting tests.
 //!
 //! A [`Ring`](super::Ring) is generic over a [`NestHook`]; the default,

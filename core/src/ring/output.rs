@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! [`OutputHandle`]: reserving, writing and publishing one record
 //! (`perf_output_begin` / `copy` / `skip` / `end`, spec §C.3-§C.6).
 //!

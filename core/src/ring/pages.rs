@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! Caller-provided memory of a ring: the data chunks and the user page.
 
 use crate::abi::PAGE_SIZE;

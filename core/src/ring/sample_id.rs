@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The `sample_id` trailer of non-sample records (spec §A.6), and what a
 //! `PERF_RECORD_LOST` needs to know about the event it is written for.
 

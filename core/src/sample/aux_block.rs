@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The AUX block of a sample: its size (spec §E.3) and its bytes, from the
 //! AUX leader PMU's `snapshot_aux` (spec §E.4, §E.5, §E.7).
 

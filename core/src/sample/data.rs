@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! The values a sample carries, as the caller (the event and PMU layers)
 //! supplies them: Linux's `struct perf_sample_data`.
 

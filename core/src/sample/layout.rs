@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! `perf_prepare_sample`: the size of every field, AUX last (spec §E.2).
 
 use super::aux_block::AuxSampling;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! Sample records (spec §A.5, §E.2-§E.5): the size of every
 //! `PERF_SAMPLE_*` field in the kernel's order ([`prepare`], which never
 //! touches the AUX PMU), and the writing of the record ([`output`]), whose

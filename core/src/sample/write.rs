@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! `perf_output_sample`: the record's bytes in the kernel's order, AUX last
 //! (spec §A.5, §E.4).
 

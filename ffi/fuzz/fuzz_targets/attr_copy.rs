@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! Fuzzes `perfaux_attr_copy` and `perfaux_event_check` with arbitrary user
 //! memory: the input is the readable attr bytes (so any read past them is
 //! caught by the sanitizer), followed by nothing. Invariants: no crash, the
