@@ -255,3 +255,59 @@ proptest! {
         run(geometry.0, geometry.1, &steps)?;
     }
 }
+
+/// Spec H.2 B6: a 1-page snapshot buffer uses single-range output; the
+/// positions are the output offset, and the output wraps at the page end.
+#[test]
+fn b6_one_page_snapshot_buffer_uses_single_range_output() {
+    use perfaux::pt::tracer::TraceHw;
+    let mem = RingMemory::new(4, 0);
+    let ring = mem.ring(RingConfig {
+        overwrite: true,
+        ..RingConfig::default()
+    });
+    let aux = AuxMemory::new(1, 0);
+    let area = mem.aux_area(
+        &aux,
+        AuxConfig {
+            overwrite: true,
+            ..AuxConfig::default()
+        },
+        (),
+    );
+    let mut tables = vec![TopaTable::new(); 1];
+    let topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).unwrap();
+    let tracer = SoftTracer::new(&IdentityMap, 512);
+    let pt = PtPmu::new(
+        &tracer,
+        &IdentityMap,
+        topa,
+        &area,
+        &ring,
+        FixedEvent::default(),
+    )
+    .unwrap();
+    let attr = PerfEventAttr::new(136);
+    let info = EventInfo {
+        attr: &attr,
+        id: 1,
+        cpu: 0,
+    };
+    pt.add(&info, perfaux::pmu::ef::START).unwrap();
+    assert!(!tracer.uses_topa());
+    let (base, mask) = tracer.output();
+    assert_eq!((base, mask), (aux.pages()[0] as u64, 0xfff));
+    tracer.trace(TraceEvent::Enable(0x40_0000));
+    for i in 0..3000u64 {
+        tracer.trace(TraceEvent::Indirect(0x40_0000 + (i % 7) * 0x1_0000));
+    }
+    let written = tracer.written();
+    assert!(written > 4096, "the range wrapped");
+    assert_eq!(
+        tracer.output().1 >> 32,
+        written % 4096,
+        "the position is the output offset"
+    );
+    pt.del(&info, 0);
+    assert_eq!(area.head(), written % 4096);
+}

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! The PT-style PMU of one CPU in snapshot mode (spec §F.5, §F.8): the AUX
-//! transaction it holds while tracing, ToPA output, and `snapshot_aux`
+//! The PT-style PMU of one CPU in snapshot mode (spec §F.4, §F.5, §F.8): the
+//! AUX transaction it holds while tracing, ToPA output (single-range output
+//! for a 1-page buffer, as Linux), and `snapshot_aux`
 //! exactly as Linux's `pt_event_snapshot_aux` after the 2024
 //! synchronization fix: stop tracing, read the position, copy the newest
 //! bytes ending there (wrapping) with `copy_aux`, restart only if tracing
@@ -29,6 +30,9 @@ pub struct PtPmu<'x, 'a> {
     handle: RefCell<Option<AuxHandle<'x, 'a, ()>>>,
     /// PT started on this CPU: PMIs are handled and snapshots restart tracing.
     handle_nmi: Cell<bool>,
+    /// Single-range output (a 1-page snapshot buffer, as Linux since
+    /// ce0d998be927) instead of ToPA.
+    single: bool,
 }
 
 impl<'x, 'a> PtPmu<'x, 'a> {
@@ -56,6 +60,7 @@ impl<'x, 'a> PtPmu<'x, 'a> {
             record_event: Cell::new(record_event),
             handle: RefCell::new(None),
             handle_nmi: Cell::new(false),
+            single: area.pages().len() == 1,
         })
     }
 
@@ -63,6 +68,9 @@ impl<'x, 'a> PtPmu<'x, 'a> {
     /// in snapshot mode): 0 up to the buffer size.
     fn position(&self) -> u64 {
         let (base, mask) = self.hw.output();
+        if self.single {
+            return (mask >> 32) % self.area.size();
+        }
         let table = self
             .topa
             .tables()
@@ -76,6 +84,15 @@ impl<'x, 'a> PtPmu<'x, 'a> {
     /// Programs the output at buffer offset `head` (`pt_buffer_reset_offsets`
     /// + `pt_config_buffer`).
     fn program_output(&self, head: u64) {
+        if self.single {
+            let size = self.area.size();
+            let mask = 0x7f | ((size - 1) & !0x7f) | ((head & (size - 1)) << 32);
+            self.hw.set_topa(false);
+            self.hw
+                .set_output(self.phys.to_phys(self.area.pages()[0]), mask);
+            return;
+        }
+        self.hw.set_topa(true);
         let pos = self.topa.position_of(head);
         let base = self
             .phys

@@ -24,6 +24,11 @@ pub trait TraceHw {
     fn disable(&self);
     /// Whether tracing is on.
     fn enabled(&self) -> bool;
+    /// Sets `RTIT_CTL.ToPA`: output through ToPA tables (`true`), or into
+    /// one contiguous range that wraps at its end (`false`, single-range
+    /// output: `OUTPUT_BASE` is the range, `MASK_PTRS` bits 31:0 its size - 1
+    /// and bits 63:32 the write offset).
+    fn set_topa(&self, topa: bool);
     /// Writes `OUTPUT_BASE` (the current table's physical address) and
     /// `OUTPUT_MASK_PTRS`.
     fn set_output(&self, base: u64, mask_ptrs: u64);
@@ -44,6 +49,7 @@ pub struct SoftTracer<'p> {
     stream: Cell<Option<PacketStream>>,
     psb_period: u64,
     enabled: Cell<bool>,
+    topa: Cell<bool>,
     base: Cell<u64>,
     mask_ptrs: Cell<u64>,
     status: Cell<u64>,
@@ -66,6 +72,7 @@ impl<'p> SoftTracer<'p> {
             stream: Cell::new(None),
             psb_period,
             enabled: Cell::new(false),
+            topa: Cell::new(true),
             base: Cell::new(0),
             mask_ptrs: Cell::new(0x7f),
             status: Cell::new(0),
@@ -112,8 +119,49 @@ impl<'p> SoftTracer<'p> {
         self.written.get()
     }
 
+    /// Whether output goes through ToPA tables (else single-range).
+    pub fn uses_topa(&self) -> bool {
+        self.topa.get()
+    }
+
+    /// Tells the tap and the interrupt hook about `bytes` just written.
+    fn written_piece(&self, bytes: &[u8]) {
+        self.written.set(self.written.get() + bytes.len() as u64);
+        if let Some(tap) = self.tap.get() {
+            if let Ok(mut t) = tap.try_borrow_mut() {
+                t.write(bytes);
+            }
+        }
+    }
+
+    /// Single-range output: one range of `(MASK_PTRS & 0xffffffff) + 1`
+    /// bytes at `OUTPUT_BASE`, wrapping at its end.
+    fn emit_single(&self, mut bytes: &[u8]) {
+        while !bytes.is_empty() && self.enabled.get() {
+            let mask = self.mask_ptrs.get();
+            let size = (mask & 0xffff_ffff) + 1;
+            let off = (mask >> 32) % size;
+            let n = (size - off).min(bytes.len() as u64) as usize;
+            let dst = self.phys.to_virt(self.base.get() + off);
+            // SAFETY: `dst..dst + n` lies in the range the driver programmed
+            // (the AUX page it handed to the tracer).
+            unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, n) };
+            self.written_piece(&bytes[..n]);
+            bytes = &bytes[n..];
+            let next = (off + n as u64) % size;
+            self.mask_ptrs.set((mask & 0xffff_ffff) | (next << 32));
+            if let Some(f) = self.interrupt.get() {
+                f();
+            }
+        }
+    }
+
     /// Writes `bytes` at the output position, as the hardware would.
     fn emit(&self, mut bytes: &[u8]) {
+        if !self.topa.get() {
+            self.emit_single(bytes);
+            return;
+        }
         let mut guard = 0;
         while !bytes.is_empty() && self.enabled.get() {
             guard += 1;
@@ -151,13 +199,8 @@ impl<'p> SoftTracer<'p> {
             // SAFETY: `dst..dst + n` lies in the region the entry describes,
             // memory the driver handed to the tracer (the AUX pages).
             unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, n) };
-            if let Some(tap) = self.tap.get() {
-                if let Ok(mut t) = tap.try_borrow_mut() {
-                    t.write(&bytes[..n]);
-                }
-            }
+            self.written_piece(&bytes[..n]);
             bytes = &bytes[n..];
-            self.written.set(self.written.get() + n as u64);
             if let Some(f) = self.interrupt.get() {
                 // The write position first, so that a PMI sees it.
                 let mut at = pos;
@@ -220,6 +263,10 @@ impl TraceHw for SoftTracer<'_> {
 
     fn enabled(&self) -> bool {
         self.enabled.get()
+    }
+
+    fn set_topa(&self, topa: bool) {
+        self.topa.set(topa);
     }
 
     fn set_output(&self, base: u64, mask_ptrs: u64) {
