@@ -110,6 +110,12 @@ impl<'a, P> AuxHandle<'_, 'a, P> {
         self.size
     }
 
+    /// The position at which the consumer wants to be woken next
+    /// (`handle->wakeup`: the last boundary plus the watermark; writable mode).
+    pub fn wakeup_position(&self) -> u64 {
+        self.wakeup
+    }
+
     /// The flags gathered so far.
     pub fn flags(&self) -> u64 {
         self.flags

@@ -1,27 +1,28 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! The PT-style PMU of one CPU in snapshot mode (spec §F.4, §F.5, §F.8): the
-//! AUX transaction it holds while tracing, ToPA output (single-range output
-//! for a 1-page buffer, as Linux), and `snapshot_aux`
-//! exactly as Linux's `pt_event_snapshot_aux` after the 2024
-//! synchronization fix: stop tracing, read the position, copy the newest
-//! bytes ending there (wrapping) with `copy_aux`, restart only if tracing
-//! was on, change no event state.
+//! The PT-style PMU of one CPU (spec §F.4-§F.8): the AUX transaction it
+//! holds while tracing, ToPA output (single-range output for a 1-page
+//! snapshot buffer, as Linux), `snapshot_aux` exactly as Linux's
+//! `pt_event_snapshot_aux` after the 2024 synchronization fix (stop
+//! tracing, read the position, copy the newest bytes ending there with
+//! `copy_aux`, restart only if tracing was on, change no event state), and
+//! for writable (full-trace) areas the STOP/INT markers and the PMI handler.
 
 use core::cell::{Cell, RefCell};
 
 use super::topa::{PhysMap, Topa, TopaPosition};
-use super::tracer::TraceHw;
+use super::tracer::{STATUS_STOPPED, TraceHw};
+use crate::abi::{PAGE_SIZE, aux_flags};
 use crate::aux::{AuxArea, AuxHandle, copy_aux};
 use crate::caps::PmuCaps;
 use crate::error::{Error, Result};
 use crate::pmu::{EventInfo, Pmu, ef};
 use crate::ring::{FixedEvent, OutputSink, Ring};
 
-/// A PT-style PMU for one CPU, tracing into one AUX area through ToPA.
+/// A PT-style PMU for one CPU, tracing into one AUX area.
 pub struct PtPmu<'x, 'a> {
     hw: &'x dyn TraceHw,
     phys: &'x dyn PhysMap,
-    topa: Topa<'x>,
+    topa: RefCell<Topa<'x>>,
     area: &'x AuxArea<'a, ()>,
     /// Where `PERF_RECORD_AUX` goes when a transaction ends, and for whom.
     ring: &'x Ring<'a>,
@@ -33,13 +34,20 @@ pub struct PtPmu<'x, 'a> {
     /// Single-range output (a 1-page snapshot buffer, as Linux since
     /// ce0d998be927) instead of ToPA.
     single: bool,
+    /// `buf->head`: the position at the last update (writable mode).
+    head: Cell<u64>,
+    /// `buf->data_size`: bytes written since the transaction began.
+    data_size: Cell<u64>,
+    /// `buf->wrapped`: the software advanced past the last region.
+    wrapped: Cell<bool>,
+    /// The event is stopped (`PERF_HES_STOPPED`): no restart after a PMI.
+    stopped: Cell<bool>,
 }
 
 impl<'x, 'a> PtPmu<'x, 'a> {
     /// A PMU tracing through `topa` (built over `area`'s pages) with `hw`,
-    /// writing `PERF_RECORD_AUX` for `record_event` into `ring`.
-    /// `EINVAL` if the tables do not cover the area or the area is not in
-    /// overwrite (snapshot) mode: this PMU samples, it does not stream.
+    /// writing `PERF_RECORD_AUX` for `record_event` into `ring`. `EINVAL`
+    /// if the tables do not cover the area.
     pub fn new(
         hw: &'x dyn TraceHw,
         phys: &'x dyn PhysMap,
@@ -48,44 +56,51 @@ impl<'x, 'a> PtPmu<'x, 'a> {
         ring: &'x Ring<'a>,
         record_event: FixedEvent,
     ) -> Result<PtPmu<'x, 'a>> {
-        if topa.size() != area.size() || !area.is_overwrite() {
+        if topa.size() != area.size() {
             return Err(Error::Invalid);
         }
         Ok(PtPmu {
             hw,
             phys,
-            topa,
+            topa: RefCell::new(topa),
             area,
             ring,
             record_event: Cell::new(record_event),
             handle: RefCell::new(None),
             handle_nmi: Cell::new(false),
-            single: area.pages().len() == 1,
+            single: area.is_overwrite() && area.pages().len() == 1,
+            head: Cell::new(0),
+            data_size: Cell::new(0),
+            wrapped: Cell::new(false),
+            stopped: Cell::new(true),
         })
     }
 
-    /// The write position in the buffer (`pt_read_offset` + `pt_update_head`
-    /// in snapshot mode): 0 up to the buffer size.
-    fn position(&self) -> u64 {
+    /// The output position as the MSRs say (`pt_read_offset`).
+    fn hw_position(&self) -> TopaPosition {
         let (base, mask) = self.hw.output();
-        if self.single {
-            return (mask >> 32) % self.area.size();
-        }
-        let table = self
-            .topa
+        let topa = self.topa.borrow();
+        let table = topa
             .tables()
             .iter()
             .position(|t| self.phys.to_phys(core::ptr::from_ref(t).cast()) == base)
             .unwrap_or(0);
-        self.topa
-            .offset_of(TopaPosition::from_mask_ptrs(table, mask))
+        TopaPosition::from_mask_ptrs(table, mask)
+    }
+
+    /// The write position in the buffer, 0 up to the buffer size.
+    fn position(&self) -> u64 {
+        if self.single {
+            return (self.hw.output().1 >> 32) % self.area.size();
+        }
+        self.topa.borrow().offset_of(self.hw_position())
     }
 
     /// Programs the output at buffer offset `head` (`pt_buffer_reset_offsets`
     /// + `pt_config_buffer`).
     fn program_output(&self, head: u64) {
+        let size = self.area.size();
         if self.single {
-            let size = self.area.size();
             let mask = 0x7f | ((size - 1) & !0x7f) | ((head & (size - 1)) << 32);
             self.hw.set_topa(false);
             self.hw
@@ -93,40 +108,184 @@ impl<'x, 'a> PtPmu<'x, 'a> {
             return;
         }
         self.hw.set_topa(true);
-        let pos = self.topa.position_of(head);
+        let topa = self.topa.borrow();
+        let pos = topa.position_of(head);
         let base = self
             .phys
-            .to_phys(core::ptr::from_ref(&self.topa.tables()[pos.table]).cast());
+            .to_phys(core::ptr::from_ref(&topa.tables()[pos.table]).cast());
         self.hw.set_output(base, pos.mask_ptrs());
     }
 
-    /// `pt_event_start`: opens the AUX transaction (unless paused) and
-    /// starts tracing at its head.
+    /// The region entry holding buffer page `page`, and the one before it.
+    fn entry_before_page(&self, page: u64) -> (usize, usize) {
+        let topa = self.topa.borrow();
+        let pos = topa.position_of(page * PAGE_SIZE as u64);
+        if pos.index > 0 {
+            return (pos.table, pos.index - 1);
+        }
+        let table = if pos.table == 0 {
+            topa.tables().len() - 1
+        } else {
+            pos.table - 1
+        };
+        (table, topa.tables()[table].last as usize - 1)
+    }
+
+    /// `pt_buffer_reset_markers`: STOP+INT on the region before the one
+    /// where the consumer's data begins, INT where the consumer wants to be
+    /// woken (at worst one page before the stop). `EINVAL` (TRUNCATED) when
+    /// the current region cannot be filled without passing the consumer.
+    fn reset_markers(&self, handle: &mut AuxHandle<'x, 'a, ()>, head: u64) -> Result<()> {
+        let space = handle.space();
+        let pos = self.topa.borrow().position_of(head);
+        let region = self.topa.borrow().entry(pos.table, pos.index).size();
+        if pos.offset + space + 1 < region {
+            handle.flag(aux_flags::TRUNCATED);
+            return Err(Error::Invalid);
+        }
+        let nr_pages = self.area.size() / PAGE_SIZE as u64;
+        let mut npages = space >> 12;
+        if (head + space + 1) % PAGE_SIZE as u64 == 0 {
+            npages += 1;
+        }
+        let stop_page = ((head >> 12) + npages) & (nr_pages - 1);
+        let wakeup = handle.wakeup_position() >> 12;
+        let intr_page = ((head >> 12) + npages).wrapping_sub(1).min(wakeup) & (nr_pages - 1);
+        let stop = self.entry_before_page(stop_page);
+        let intr = self.entry_before_page(intr_page);
+        let mut topa = self.topa.borrow_mut();
+        for t in 0..topa.tables().len() {
+            for i in 0..topa.tables()[t].last as usize {
+                topa.mark(t, i, false, false);
+            }
+        }
+        topa.mark(intr.0, intr.1, true, false);
+        topa.mark(stop.0, stop.1, true, true);
+        Ok(())
+    }
+
+    /// `pt_event_start`: opens the AUX transaction (if none is open) and
+    /// starts tracing at its head; in writable mode places the markers.
     fn start_tracing(&self) -> Result<()> {
         let mut slot = self.handle.borrow_mut();
         if slot.is_none() {
             *slot = Some(self.area.begin()?);
         }
-        let head = slot.as_ref().map_or(0, |h| h.head());
+        let Some(handle) = slot.as_mut() else {
+            return Err(Error::Invalid);
+        };
+        let head = handle.head();
+        self.head.set(head);
+        self.data_size.set(0);
+        self.wrapped.set(false);
+        if !self.area.is_overwrite() && self.reset_markers(handle, head).is_err() {
+            if let Some(h) = slot.take() {
+                let mut event = self.record_event.get();
+                h.end(0, self.ring, &mut event);
+            }
+            self.stopped.set(true);
+            return Err(Error::Invalid);
+        }
+        drop(slot);
         self.program_output(head);
+        self.stopped.set(false);
         self.handle_nmi.set(true);
         self.hw.enable();
         Ok(())
     }
 
-    /// `pt_event_stop` with `PERF_EF_UPDATE`: stops, reads the position and
-    /// ends the transaction: `aux_head` becomes the write position and a
-    /// `PERF_RECORD_AUX {position, buffer size, OVERWRITE}` is written.
-    fn stop_and_update(&self) {
-        self.handle_nmi.set(false);
-        self.hw.disable();
+    /// `pt_handle_status`: a STOP region left full is TRUNCATED data; the
+    /// output moves past it. Returns whether the data was truncated.
+    fn handle_status(&self) -> bool {
+        let status = self.hw.status();
+        let mut truncated = false;
+        if status & STATUS_STOPPED != 0 && !self.single {
+            let pos = self.hw_position();
+            let topa = self.topa.borrow();
+            if pos.offset == topa.entry(pos.table, pos.index).size() {
+                truncated = true;
+                let (next, wrapped) = topa.advance(pos);
+                if wrapped {
+                    self.wrapped.set(true);
+                }
+                let base = self
+                    .phys
+                    .to_phys(core::ptr::from_ref(&topa.tables()[next.table]).cast());
+                self.hw.set_output(base, next.mask_ptrs());
+            }
+        }
+        self.hw.set_status(status & !STATUS_STOPPED);
+        truncated
+    }
+
+    /// `pt_update_head`: how many bytes were written since the last update
+    /// (writable mode), or the write position (snapshot mode).
+    fn update_head(&self) {
+        let size = self.area.size();
+        let base = self.position();
+        if self.area.is_overwrite() {
+            self.data_size.set(base);
+            return;
+        }
+        let old = self.head.replace(base) & (size - 1);
+        let mut base = base;
+        if base < old || (base == old && self.wrapped.get()) {
+            base += size;
+        }
+        self.wrapped.set(false);
+        self.data_size.set(self.data_size.get() + base - old);
+    }
+
+    /// Ends the open transaction with what was written (`pt_event_stop` with
+    /// UPDATE, and the PMI handler): snapshot mode publishes the write
+    /// position and the whole buffer; writable mode the new bytes.
+    fn end_transaction(&self, truncated: bool) {
         let Some(mut handle) = self.handle.borrow_mut().take() else {
             return;
         };
-        let position = self.position();
-        handle.set_head(position);
+        self.update_head();
+        if truncated {
+            handle.flag(aux_flags::TRUNCATED);
+        }
+        let size = if self.area.is_overwrite() {
+            handle.set_head(self.data_size.get());
+            self.area.size()
+        } else {
+            self.data_size.get()
+        };
+        self.data_size.set(0);
         let mut event = self.record_event.get();
-        handle.end(self.area.size(), self.ring, &mut event);
+        handle.end(size, self.ring, &mut event);
+    }
+
+    /// The ToPA PMI (`intel_pt_interrupt`, spec §F.7): stop, account for
+    /// what was written, end the transaction (a `PERF_RECORD_AUX`), and
+    /// unless the event is stopped begin a new one and trace on. Does
+    /// nothing when no PT event was started here (a PMI after a stop).
+    pub fn handle_pmi(&self) {
+        if !self.handle_nmi.get() {
+            return;
+        }
+        self.hw.disable();
+        if self.handle.borrow().is_none() {
+            return;
+        }
+        let truncated = self.handle_status();
+        self.end_transaction(truncated);
+        if self.stopped.get() {
+            return;
+        }
+        if self.start_tracing().is_err() {
+            // No room, or the markers cannot be placed: tracing stays off.
+            self.handle_nmi.set(false);
+            self.stopped.set(true);
+        }
+    }
+
+    /// Whether tracing stopped for good (a full area): the event layer
+    /// learns it from the area's disable request too.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.get()
     }
 }
 
@@ -144,13 +303,17 @@ impl Pmu for PtPmu<'_, '_> {
             return Err(Error::Busy); // one PT event per CPU
         }
         if flags & ef::START != 0 {
+            // A start that leaves the event stopped fails the group's schedule.
             self.start_tracing().map_err(|_| Error::Invalid)?;
         }
         Ok(())
     }
 
     fn del(&self, _event: &EventInfo<'_>, _flags: u32) {
-        self.stop_and_update();
+        self.handle_nmi.set(false);
+        self.hw.disable();
+        self.stopped.set(true);
+        self.end_transaction(false);
     }
 
     fn start(&self, _event: &EventInfo<'_>, _flags: u32) {
@@ -161,24 +324,27 @@ impl Pmu for PtPmu<'_, '_> {
         if flags & ef::PAUSE != 0 {
             // Pause: the hardware stops; the transaction stays open.
             self.hw.disable();
-        } else if flags & ef::UPDATE != 0 {
-            self.stop_and_update();
-        } else {
-            self.handle_nmi.set(false);
-            self.hw.disable();
+            return;
+        }
+        self.handle_nmi.set(false);
+        self.hw.disable();
+        self.stopped.set(true);
+        if flags & ef::UPDATE != 0 {
+            self.end_transaction(false);
         }
     }
 
     fn snapshot_aux(&self, _event: &EventInfo<'_>, sink: &mut dyn OutputSink, size: u64) -> i64 {
-        // No transaction open on this CPU: Linux WARNs and copies nothing.
+        // No transaction open on this CPU, or a writable buffer: Linux WARNs
+        // and copies nothing (spec H.4 C10, C11).
         let Ok(slot) = self.handle.try_borrow() else {
             return 0;
         };
         let Some(handle) = slot.as_ref() else {
             return 0;
         };
-        if size == 0 {
-            return 0; // copy_aux would copy everything
+        if size == 0 || !self.area.is_overwrite() {
+            return 0;
         }
         // Unconditionally (d92792a4b26e): stop, so the bytes are in memory.
         let was_tracing = self.handle_nmi.get();

@@ -1,0 +1,163 @@
+//! The PT-style PMU in full-trace mode (a writable AUX area): STOP/INT
+//! markers, ToPA PMIs, PERF_RECORD_AUX. A consumer that keeps up reads the
+//! whole stream through the records and aux_head/aux_tail; one that does not
+//! gets everything that was written, then a TRUNCATED record, and the event's
+//! disable is requested.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use perfaux::abi::{PerfEventAttr, aux_flags, record_type};
+use perfaux::aux::{AuxArea, AuxConfig};
+use perfaux::pmu::{EventInfo, Pmu, ef};
+use perfaux::pt::pmu::PtPmu;
+use perfaux::pt::stream::{PacketSink, TraceEvent};
+use perfaux::pt::topa::{IdentityMap, Topa, TopaTable};
+use perfaux::pt::tracer::SoftTracer;
+use perfaux::ring::{FixedEvent, RingConfig, read_header};
+use perfaux_tests::mem::{AuxMemory, RingMemory};
+
+#[derive(Default)]
+struct Model(Vec<u8>);
+impl PacketSink for Model {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+}
+
+fn program(n: usize) -> Vec<TraceEvent> {
+    let mut state = 7u64;
+    (0..n)
+        .map(|_| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1);
+            match (state >> 40) % 8 {
+                0..=4 => TraceEvent::Branch(state & (1 << 20) != 0),
+                5 | 6 => TraceEvent::Indirect(0x40_0000 + ((state >> 20) % 0x4000) * 16),
+                _ => TraceEvent::Time(state >> 8),
+            }
+        })
+        .collect()
+}
+
+/// The AUX records in the data ring: (offset, size, flags).
+fn aux_records(mem: &RingMemory) -> Vec<(u64, u64, u64)> {
+    mem.records()
+        .iter()
+        .filter(|r| read_header(r).unwrap().type_ == record_type::AUX)
+        .map(|r| {
+            let w = |k: usize| u64::from_ne_bytes(r[8 + 8 * k..16 + 8 * k].try_into().unwrap());
+            (w(0), w(1), w(2))
+        })
+        .collect()
+}
+
+fn aux_tail(mem: &RingMemory) -> &AtomicU64 {
+    // SAFETY: the user page lives as long as `mem`; aux_tail is 8-aligned
+    // and only accessed atomically here (the consumer's side).
+    unsafe { AtomicU64::from_ptr(std::ptr::addr_of_mut!((*mem.user_page()).aux_tail)) }
+}
+
+fn run(keep_up: bool) -> (Vec<u8>, Vec<u8>, Vec<u64>, bool) {
+    let mem = RingMemory::new(16, 0);
+    let ring = mem.ring(RingConfig::default());
+    let aux = AuxMemory::scattered(8); // eight 4 KiB regions
+    let area: AuxArea<'_, ()> = mem.aux_area(
+        &aux,
+        AuxConfig {
+            overwrite: false,
+            watermark: 0,
+            wakeup: None,
+        },
+        (),
+    );
+    let mut tables = vec![TopaTable::new(); 1];
+    let topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).unwrap();
+    let tracer = SoftTracer::new(&IdentityMap, 1024);
+    let model = RefCell::new(Model::default());
+    tracer.set_tap(Some(&model));
+    let pt = PtPmu::new(
+        &tracer,
+        &IdentityMap,
+        topa,
+        &area,
+        &ring,
+        FixedEvent {
+            id: 1,
+            sample_id: None,
+        },
+    )
+    .unwrap();
+    let attr = PerfEventAttr::new(136);
+    let info = EventInfo {
+        attr: &attr,
+        id: 1,
+        cpu: 0,
+    };
+    pt.add(&info, ef::START).unwrap();
+
+    let mut received = Vec::new();
+    let mut flags = Vec::new();
+    let consume = |received: &mut Vec<u8>, flags: &mut Vec<u64>| {
+        for (offset, size, f) in aux_records(&mem) {
+            flags.push(f);
+            received.extend((0..size).map(|i| aux.byte((offset + i) as usize)));
+            // Release: the AUX bytes were read before the space is given back.
+            aux_tail(&mem).store(offset + size, Ordering::Release);
+        }
+    };
+    tracer.trace(TraceEvent::Enable(0x40_0000));
+    for e in program(40_000) {
+        tracer.trace(e);
+        if tracer.take_pmi() > 0 {
+            pt.handle_pmi();
+            if keep_up {
+                consume(&mut received, &mut flags);
+            }
+        }
+    }
+    pt.del(&info, ef::UPDATE);
+    consume(&mut received, &mut flags);
+    let disabled = area.take_disable_request();
+    let stream = model.borrow().0.clone();
+    (received, stream, flags, disabled)
+}
+
+#[test]
+fn a_consumer_that_keeps_up_reads_the_whole_stream() {
+    let (received, stream, flags, disabled) = run(true);
+    assert!(
+        stream.len() > 100_000,
+        "the stream wrapped the 32 KiB area several times: {}",
+        stream.len()
+    );
+    assert!(flags.len() > 5, "{} AUX records", flags.len());
+    assert!(
+        flags.iter().all(|f| f & aux_flags::TRUNCATED == 0),
+        "{flags:x?}"
+    );
+    assert_eq!(received.len(), stream.len());
+    assert!(
+        received == stream,
+        "the records and the AUX area give back the whole stream"
+    );
+    assert!(!disabled);
+}
+
+#[test]
+fn a_consumer_that_falls_behind_gets_truncated_data_and_the_event_disabled() {
+    let (received, stream, flags, disabled) = run(false);
+    assert!(
+        received == stream,
+        "what was written is all there, in order"
+    );
+    assert_eq!(
+        stream.len(),
+        32 * 1024,
+        "the tracer stopped when the area was full (STOP on the region before the tail)"
+    );
+    assert!(
+        flags.iter().any(|f| f & aux_flags::TRUNCATED != 0),
+        "{flags:x?}"
+    );
+    assert!(disabled, "the event's disable is requested");
+}
