@@ -3,8 +3,9 @@
 //!
 //! A `no_std` engine for Linux perf's AUX sampling (`PERF_SAMPLE_AUX`,
 //! Linux 5.5): the user-space ABI, attr validation with the kernel's errno,
-//! the data ring, and (in progress) the AUX area, sample records and a
-//! PT-style PMU, all over caller-provided memory, with no allocation.
+//! the data ring, the AUX area, sample records with the AUX block, events and
+//! groups, and a PT-style PMU, all over caller-provided memory, with no
+//! allocation.
 //!
 //! The behaviour reference is the project's `spec/kernel-aux-sampling.md`;
 //! section numbers in the documentation (§B.1, H.1 O6, ...) point into it.
@@ -18,7 +19,8 @@
 //!   (with the AUX block from `snapshot_aux`);
 //! - [`event`], [`pmu`]: events and groups (AUX leader link, states,
 //!   output redirection, inheritance, the overflow flow) over the PMU contract;
-//! - [`pt`]: the PT-style PMU (in progress: the Intel PT packet encodings);
+//! - [`pt`]: the PT-style PMU: packets, ToPA, a software tracer, and the
+//!   PMU in snapshot and full-trace modes;
 //! - [`ring`]: the data ring: output handles with NMI nesting, lost
 //!   records, wakeups, and its consumers;
 //! - [`PmuCaps`]: what a PMU can do, as those checks need to know;

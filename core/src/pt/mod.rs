@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! The PT-style PMU (spec §F), in progress: [`packet`], the Intel PT packet
+//! The PT-style PMU (spec §F): [`packet`], the Intel PT packet
 //! encodings, with the hardware's IP compression; [`stream`], the packets a
 //! tracer emits for trace events, PSB+ blocks included; [`topa`], the
 //! output tables over the AUX pages and the output position; [`tracer`],
 //! the tracer seam and a software tracer writing through the tables;
-//! [`pmu`], the PMU of one CPU in snapshot mode with `snapshot_aux`.
+//! [`pmu`], the PMU of one CPU in snapshot mode (with `snapshot_aux`) and
+//! full-trace mode (with the ToPA PMI handler).
 
 pub mod packet;
 pub mod pmu;
