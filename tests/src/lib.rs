@@ -5,3 +5,4 @@
 pub mod mem;
 pub mod pmu;
 pub mod records;
+pub mod shims;

@@ -11,19 +11,12 @@ use perfaux::abi::{PerfEventAttr, aux_flags, record_type};
 use perfaux::aux::{AuxArea, AuxConfig};
 use perfaux::pmu::{EventInfo, Pmu, ef};
 use perfaux::pt::pmu::PtPmu;
-use perfaux::pt::stream::{PacketSink, TraceEvent};
+use perfaux::pt::stream::TraceEvent;
 use perfaux::pt::topa::{IdentityMap, Topa, TopaTable};
 use perfaux::pt::tracer::SoftTracer;
 use perfaux::ring::{FixedEvent, RingConfig, read_header};
 use perfaux_tests::mem::{AuxMemory, RingMemory};
-
-#[derive(Default)]
-struct Model(Vec<u8>);
-impl PacketSink for Model {
-    fn write(&mut self, bytes: &[u8]) {
-        self.0.extend_from_slice(bytes);
-    }
-}
+use perfaux_tests::shims::StreamModel;
 
 fn program(n: usize) -> Vec<TraceEvent> {
     let mut state = 7u64;
@@ -73,7 +66,7 @@ fn run(keep_up: bool) -> (Vec<u8>, Vec<u8>, Vec<u64>, bool) {
     let mut tables = vec![TopaTable::new(); 1];
     let topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).unwrap();
     let tracer = SoftTracer::new(&IdentityMap, 1024);
-    let model = RefCell::new(Model::default());
+    let model = RefCell::new(StreamModel::default());
     tracer.set_tap(Some(&model));
     let pt = PtPmu::new(
         &tracer,

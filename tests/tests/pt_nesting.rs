@@ -7,59 +7,17 @@
 
 use std::cell::{Cell, RefCell};
 
-use iptr_decoder::{DecodeOptions, HandlePacket};
 use perfaux::abi::{PerfEventAttr, record_type, sample_type as st};
 use perfaux::aux::AuxConfig;
 use perfaux::event::{Buffer, Event, EventConfig};
-use perfaux::pmu::{EventInfo, Platform, Pmu};
 use perfaux::pt::pmu::PtPmu;
-use perfaux::pt::stream::{PacketSink, TraceEvent};
+use perfaux::pt::stream::TraceEvent;
 use perfaux::pt::topa::{IdentityMap, Topa, TopaTable};
 use perfaux::pt::tracer::SoftTracer;
 use perfaux::ring::{FixedEvent, RingConfig, read_header};
-use perfaux::sample::{IrqMask, SampleData};
-use perfaux::{PmuCaps, Result};
+use perfaux::sample::SampleData;
 use perfaux_tests::mem::{AuxMemory, RingMemory};
-
-struct Cpu0;
-impl IrqMask for Cpu0 {
-    fn save(&self) -> usize {
-        0
-    }
-    fn restore(&self, _: usize) {}
-}
-impl Platform for Cpu0 {
-    fn cpu(&self) -> u32 {
-        0
-    }
-    fn clock(&self) -> u64 {
-        0
-    }
-    fn current(&self) -> (u32, u32) {
-        (1, 1)
-    }
-}
-
-struct Counter;
-impl Pmu for Counter {
-    fn caps(&self) -> PmuCaps {
-        PmuCaps::NO_NMI
-    }
-    fn add(&self, _: &EventInfo<'_>, _: u32) -> Result<()> {
-        Ok(())
-    }
-    fn del(&self, _: &EventInfo<'_>, _: u32) {}
-    fn start(&self, _: &EventInfo<'_>, _: u32) {}
-    fn stop(&self, _: &EventInfo<'_>, _: u32) {}
-}
-
-#[derive(Default)]
-struct Model(Vec<u8>);
-impl PacketSink for Model {
-    fn write(&mut self, bytes: &[u8]) {
-        self.0.extend_from_slice(bytes);
-    }
-}
+use perfaux_tests::shims::{CountingPmu, Cpu0, StreamModel, decodes};
 
 thread_local! {
     /// The PMI handler of the running test case, reached from the tracer
@@ -73,14 +31,6 @@ fn trampoline() {
         // SAFETY: `run` stores a pointer to a closure that lives on its
         // stack and clears it before that closure goes out of scope.
         unsafe { (*f)() }
-    }
-}
-
-struct Nop;
-impl HandlePacket for Nop {
-    type Error = std::convert::Infallible;
-    fn at_decode_begin(&mut self) -> std::result::Result<(), Self::Error> {
-        Ok(())
     }
 }
 
@@ -104,7 +54,7 @@ fn run(events: &[TraceEvent], k: usize) -> usize {
     let mut tables = vec![TopaTable::new(); 1];
     let topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).unwrap();
     let tracer = SoftTracer::new(&IdentityMap, 512);
-    let model = RefCell::new(Model::default());
+    let model = RefCell::new(StreamModel::default());
     tracer.set_tap(Some(&model));
     let pt = PtPmu::new(
         &tracer,
@@ -115,7 +65,7 @@ fn run(events: &[TraceEvent], k: usize) -> usize {
         FixedEvent::default(),
     )
     .unwrap();
-    let counter = Counter;
+    let counter = CountingPmu;
     let buffer = Buffer {
         ring: &ring,
         aux: Some(&area),
@@ -188,10 +138,7 @@ fn run(events: &[TraceEvent], k: usize) -> usize {
     assert!(k > pieces.get() || checked.get());
     // The interrupted writes were not split: the stream decodes.
     let stream = model.borrow().0.clone();
-    assert!(
-        iptr_decoder::decode(&stream, DecodeOptions::default(), &mut Nop).is_ok(),
-        "the stream decodes"
-    );
+    assert!(decodes(&stream), "the stream decodes");
     pieces.get()
 }
 

@@ -9,69 +9,20 @@
 
 use std::cell::RefCell;
 
-use iptr_decoder::{DecodeOptions, HandlePacket};
 use perfaux::abi::{PerfEventAttr, aux_flags, record_type, sample_type as st};
 use perfaux::aux::AuxConfig;
 use perfaux::event::{Buffer, Event, EventConfig};
-use perfaux::pmu::{EventInfo, Platform, Pmu};
+use perfaux::pmu::{EventInfo, Pmu};
 use perfaux::pt::packet::PSB;
 use perfaux::pt::pmu::PtPmu;
-use perfaux::pt::stream::{PacketSink, TraceEvent};
+use perfaux::pt::stream::TraceEvent;
 use perfaux::pt::topa::{IdentityMap, Topa, TopaTable};
 use perfaux::pt::tracer::SoftTracer;
 use perfaux::ring::{FixedEvent, RingConfig, read_header};
-use perfaux::sample::{IrqMask, SampleData};
-use perfaux::{PmuCaps, Result};
+use perfaux::sample::SampleData;
 use perfaux_tests::mem::{AuxMemory, RingMemory};
+use perfaux_tests::shims::{CountingPmu, Cpu0, StreamModel, decodes};
 use proptest::prelude::*;
-
-struct Cpu0;
-impl IrqMask for Cpu0 {
-    fn save(&self) -> usize {
-        0
-    }
-    fn restore(&self, _: usize) {}
-}
-impl Platform for Cpu0 {
-    fn cpu(&self) -> u32 {
-        0
-    }
-    fn clock(&self) -> u64 {
-        0
-    }
-    fn current(&self) -> (u32, u32) {
-        (1, 1)
-    }
-}
-
-struct Counter;
-impl Pmu for Counter {
-    fn caps(&self) -> PmuCaps {
-        PmuCaps::NO_NMI
-    }
-    fn add(&self, _: &EventInfo<'_>, _: u32) -> Result<()> {
-        Ok(())
-    }
-    fn del(&self, _: &EventInfo<'_>, _: u32) {}
-    fn start(&self, _: &EventInfo<'_>, _: u32) {}
-    fn stop(&self, _: &EventInfo<'_>, _: u32) {}
-}
-
-#[derive(Default)]
-struct Model(Vec<u8>);
-impl PacketSink for Model {
-    fn write(&mut self, bytes: &[u8]) {
-        self.0.extend_from_slice(bytes);
-    }
-}
-
-struct Nop;
-impl HandlePacket for Nop {
-    type Error = std::convert::Infallible;
-    fn at_decode_begin(&mut self) -> std::result::Result<(), Self::Error> {
-        Ok(())
-    }
-}
 
 #[derive(Clone, Debug)]
 enum Step {
@@ -110,7 +61,7 @@ fn run(aux_pages: usize, aux_order: u32, steps: &[Step]) -> std::result::Result<
     let mut tables = vec![TopaTable::new(); 1];
     let topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).unwrap();
     let tracer = SoftTracer::new(&IdentityMap, PSB_PERIOD);
-    let model = RefCell::new(Model::default());
+    let model = RefCell::new(StreamModel::default());
     tracer.set_tap(Some(&model));
     let pt = PtPmu::new(
         &tracer,
@@ -124,7 +75,7 @@ fn run(aux_pages: usize, aux_order: u32, steps: &[Step]) -> std::result::Result<
         },
     )
     .unwrap();
-    let counter = Counter;
+    let counter = CountingPmu;
     let buffer = Buffer {
         ring: &ring,
         aux: Some(&area),
@@ -219,10 +170,7 @@ fn run(aux_pages: usize, aux_order: u32, steps: &[Step]) -> std::result::Result<
                         "a snapshot of {} bytes holds a PSB",
                         aux_size
                     );
-                    prop_assert!(
-                        iptr_decoder::decode(got, DecodeOptions::default(), &mut Nop).is_ok(),
-                        "and decodes"
-                    );
+                    prop_assert!(decodes(got), "and decodes");
                 }
             }
         }
