@@ -207,6 +207,9 @@ impl<'g, P> Event<'g, P> {
             attr: &self.attr,
             id: self.id,
             cpu: self.cpu,
+            // Relaxed: same-CPU flag (hw.aux_paused), written only by this
+            // CPU in `aux_pause_resume` with interrupts masked.
+            aux_paused: self.aux_paused.load(Ordering::Relaxed),
         }
     }
 
@@ -307,12 +310,10 @@ impl<'g, P> Event<'g, P> {
                 );
             }
         }
-        let flags = if self.aux_paused.load(Ordering::Relaxed) {
-            0
-        } else {
-            ef::START
-        };
-        self.pmu.add(&self.info(), flags)?;
+        // Always START, as `event_sched_in`: a paused AUX event is added and
+        // its transaction opened, but the PMU sees `aux_paused` and leaves
+        // the trace off until a resume.
+        self.pmu.add(&self.info(), ef::START)?;
         // Relaxed (both): same-CPU state, read by PMIs on this CPU only after
         // these stores in program order.
         self.oncpu.store(platform.cpu() as i32, Ordering::Relaxed);

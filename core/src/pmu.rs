@@ -31,6 +31,10 @@ pub struct EventInfo<'e> {
     pub id: u64,
     /// The CPU it is bound to, or -1 (per task).
     pub cpu: i32,
+    /// `hw.aux_paused` at the time of the call: the AUX trace is paused
+    /// (`aux_start_paused`, or a pausing sampler's overflow). An AUX PMU
+    /// must not start tracing while it is set, even under [`ef::START`].
+    pub aux_paused: bool,
 }
 
 /// A PMU as the event layer drives it. All methods run on the CPU the

@@ -317,6 +317,7 @@ fn pt_path(c: &mut Criterion) {
         attr: &attr,
         id: 1,
         cpu: 0,
+        aux_paused: false,
     };
     pt.add(&info, perfaux::pmu::ef::START).expect("add");
     tracer.trace(TraceEvent::Enable(0x40_0000));

@@ -65,3 +65,41 @@ pub fn decodes(bytes: &[u8]) -> bool {
     }
     iptr_decoder::decode(bytes, iptr_decoder::DecodeOptions::default(), &mut Nop).is_ok()
 }
+
+thread_local! {
+    /// The interrupt handler of the running test case (see [`with_interrupt`]).
+    static INTERRUPT: std::cell::Cell<Option<*const (dyn Fn() + 'static)>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Runs `body` with `handler` installed as this thread's interrupt: every
+/// [`interrupt`] call during `body` runs it. A `'static` function can then
+/// stand for a PMI in objects (tracers, sinks) that must not borrow the
+/// events which borrow them.
+pub fn with_interrupt<R>(handler: &dyn Fn(), body: impl FnOnce() -> R) -> R {
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            INTERRUPT.with(|c| c.set(None));
+        }
+    }
+    // SAFETY: only the lifetime is erased; `Clear` removes the pointer when
+    // this function returns or unwinds, while `handler` is still borrowed,
+    // and the pointer is used only on this thread.
+    let erased: *const (dyn Fn() + 'static) =
+        unsafe { std::mem::transmute(handler as *const dyn Fn()) };
+    let previous = INTERRUPT.with(|c| c.replace(Some(erased)));
+    assert!(previous.is_none(), "with_interrupt does not nest");
+    let _clear = Clear;
+    body()
+}
+
+/// Runs the handler [`with_interrupt`] installed, if any: an interrupt
+/// arriving at this point.
+pub fn interrupt() {
+    if let Some(f) = INTERRUPT.with(std::cell::Cell::get) {
+        // SAFETY: `with_interrupt` stores a pointer to a handler it borrows
+        // for as long as the pointer is stored.
+        unsafe { (*f)() }
+    }
+}

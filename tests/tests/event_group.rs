@@ -82,12 +82,14 @@ impl Pmu for AuxPmu<'_, '_> {
             | PmuCaps::EXCLUSIVE
             | PmuCaps::AUX_PAUSE
     }
-    fn add(&self, _: &EventInfo<'_>, flags: u32) -> perfaux::Result<()> {
-        self.calls.borrow_mut().push(if flags & ef::START != 0 {
-            "add+start"
-        } else {
-            "add"
-        });
+    fn add(&self, info: &EventInfo<'_>, flags: u32) -> perfaux::Result<()> {
+        self.calls
+            .borrow_mut()
+            .push(match (flags & ef::START != 0, info.aux_paused) {
+                (true, false) => "add+start",
+                (true, true) => "add+start (paused)",
+                (false, _) => "add",
+            });
         Ok(())
     }
     fn del(&self, _: &EventInfo<'_>, _: u32) {
@@ -707,7 +709,8 @@ fn e10_aux_pause_and_resume_around_the_sample() {
         Some(&"resume"),
         "resumed after the sample"
     );
-    // aux_start_paused: the leader is added without START.
+    // aux_start_paused: the leader is added and started as any other (as
+    // `event_sched_in`), but paused: the PMU must leave the trace off.
     let mut start_paused = pt_attr();
     start_paused.aux_action = aux_action::START_PAUSED;
     let w2 = World::new();
@@ -726,7 +729,7 @@ fn e10_aux_pause_and_resume_around_the_sample() {
     })
     .unwrap();
     l2.sched_in(&p).unwrap();
-    assert_eq!(*pt2.calls.borrow(), ["add"]);
+    assert_eq!(*pt2.calls.borrow(), ["add+start (paused)"]);
 }
 
 #[test]

@@ -85,6 +85,7 @@ fn run(keep_up: bool) -> (Vec<u8>, Vec<u8>, Vec<u64>, bool) {
         attr: &attr,
         id: 1,
         cpu: 0,
+        aux_paused: false,
     };
     pt.add(&info, ef::START).unwrap();
 

@@ -17,22 +17,7 @@ use perfaux::pt::tracer::SoftTracer;
 use perfaux::ring::{FixedEvent, RingConfig, read_header};
 use perfaux::sample::SampleData;
 use perfaux_tests::mem::{AuxMemory, RingMemory};
-use perfaux_tests::shims::{CountingPmu, Cpu0, StreamModel, decodes};
-
-thread_local! {
-    /// The PMI handler of the running test case, reached from the tracer
-    /// through `trampoline` (a `'static` function, so that the tracer need
-    /// not borrow the events that borrow it).
-    static PMI: Cell<Option<*const (dyn Fn() + 'static)>> = const { Cell::new(None) };
-}
-
-fn trampoline() {
-    if let Some(f) = PMI.with(Cell::get) {
-        // SAFETY: `run` stores a pointer to a closure that lives on its
-        // stack and clears it before that closure goes out of scope.
-        unsafe { (*f)() }
-    }
-}
+use perfaux_tests::shims::{CountingPmu, Cpu0, StreamModel, decodes, interrupt, with_interrupt};
 
 /// Runs a program of `events`; a PMI (a 2048-byte AUX sample) arrives after
 /// the `k`-th piece the tracer writes. Returns the number of pieces.
@@ -122,19 +107,14 @@ fn run(events: &[TraceEvent], k: usize) -> usize {
         );
         checked.set(true);
     };
-    let handler: &dyn Fn() = &pmi;
-    // SAFETY: only the lifetime is erased; the pointer is cleared below,
-    // before `pmi` goes out of scope, and used only on this thread.
-    let erased: *const (dyn Fn() + 'static) =
-        unsafe { std::mem::transmute(handler as *const dyn Fn()) };
-    PMI.with(|c| c.set(Some(erased)));
-    tracer.set_interrupt(Some(&trampoline));
-    tracer.trace(TraceEvent::Enable(0x40_0000));
-    for &e in events {
-        tracer.trace(e);
-    }
+    tracer.set_interrupt(Some(&interrupt));
+    with_interrupt(&pmi, || {
+        tracer.trace(TraceEvent::Enable(0x40_0000));
+        for &e in events {
+            tracer.trace(e);
+        }
+    });
     tracer.set_interrupt(None);
-    PMI.with(|c| c.set(None));
     assert!(k > pieces.get() || checked.get());
     // The interrupted writes were not split: the stream decodes.
     let stream = model.borrow().0.clone();

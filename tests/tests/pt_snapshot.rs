@@ -240,6 +240,7 @@ fn b6_one_page_snapshot_buffer_uses_single_range_output() {
         attr: &attr,
         id: 1,
         cpu: 0,
+        aux_paused: false,
     };
     pt.add(&info, perfaux::pmu::ef::START).unwrap();
     assert!(!tracer.uses_topa());

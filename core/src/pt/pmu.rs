@@ -10,7 +10,7 @@
 use core::cell::{Cell, RefCell};
 
 use super::topa::{PhysMap, Topa, TopaPosition};
-use super::tracer::{STATUS_STOPPED, TraceHw};
+use super::tracer::{STATUS_ERROR, STATUS_STOPPED, TraceHw};
 use crate::abi::{PAGE_SIZE, aux_flags};
 use crate::aux::{AuxArea, AuxHandle, copy_aux};
 use crate::caps::PmuCaps;
@@ -22,15 +22,34 @@ use crate::ring::{FixedEvent, OutputSink, Ring};
 pub struct PtPmu<'x, 'a> {
     hw: &'x dyn TraceHw,
     phys: &'x dyn PhysMap,
+    /// INVARIANT: borrowed mutably only by `reset_markers`, inside
+    /// `start_tracing` while `handle` is borrowed mutably; so the two PMI
+    /// entries (`handle_pmi`, `snapshot_aux`), which first check that
+    /// `handle` is free, can never find it borrowed mutably.
     topa: RefCell<Topa<'x>>,
     area: &'x AuxArea<'a, ()>,
     /// Where `PERF_RECORD_AUX` goes when a transaction ends, and for whom.
     ring: &'x Ring<'a>,
     record_event: Cell<FixedEvent>,
-    /// The open AUX transaction (`pt->handle`).
+    /// The open AUX transaction (`pt->handle`). Borrowed mutably only while
+    /// the driver opens or ends it, with tracing off; a PMI that finds it
+    /// borrowed has nothing to collect and returns (never a borrow panic).
     handle: RefCell<Option<AuxHandle<'x, 'a, ()>>>,
     /// PT started on this CPU: PMIs are handled and snapshots restart tracing.
     handle_nmi: Cell<bool>,
+    /// A pause (`stop(PAUSE)` from a sampler's overflow) may stop the
+    /// hardware: cleared while `snapshot_aux` copies and after a stop, so
+    /// that a pause racing with them does not touch the tracer (6.12).
+    pause_allowed: Cell<bool>,
+    /// A resume (`start(RESUME)`) may start the hardware: cleared while
+    /// `snapshot_aux` copies, after a stop, and when a PMI cannot restart.
+    resume_allowed: Cell<bool>,
+    /// `hw.aux_paused` as the last `start`/`add` saw it: a snapshot's
+    /// restart leaves a paused trace off.
+    paused: Cell<bool>,
+    /// `RTIT_STATUS.Error` seen by the PMI handler (Linux logs "ToPA ERROR
+    /// encountered, trying to recover" and clears the bit).
+    errors: Cell<u64>,
     /// Single-range output (a 1-page snapshot buffer, as Linux since
     /// ce0d998be927) instead of ToPA.
     single: bool,
@@ -68,12 +87,31 @@ impl<'x, 'a> PtPmu<'x, 'a> {
             record_event: Cell::new(record_event),
             handle: RefCell::new(None),
             handle_nmi: Cell::new(false),
+            pause_allowed: Cell::new(false),
+            resume_allowed: Cell::new(false),
+            paused: Cell::new(false),
+            errors: Cell::new(0),
             single: area.is_overwrite() && area.pages().len() == 1,
             head: Cell::new(0),
             data_size: Cell::new(0),
             wrapped: Cell::new(false),
             stopped: Cell::new(true),
         })
+    }
+
+    /// `pt_config_start`: tracing on, unless the event is paused.
+    fn config_start(&self) {
+        if !self.paused.get() {
+            self.hw.enable();
+        }
+    }
+
+    /// `pt_config_stop`: tracing off, if it is on (a PMI may have stopped
+    /// it already).
+    fn config_stop(&self) {
+        if self.hw.enabled() {
+            self.hw.disable();
+        }
     }
 
     /// The output position as the MSRs say (`pt_read_offset`).
@@ -167,7 +205,9 @@ impl<'x, 'a> PtPmu<'x, 'a> {
     /// `pt_event_start`: opens the AUX transaction (if none is open) and
     /// starts tracing at its head; in writable mode places the markers.
     fn start_tracing(&self) -> Result<()> {
-        let mut slot = self.handle.borrow_mut();
+        let Ok(mut slot) = self.handle.try_borrow_mut() else {
+            return Err(Error::Busy);
+        };
         if slot.is_none() {
             *slot = Some(self.area.begin()?);
         }
@@ -189,8 +229,13 @@ impl<'x, 'a> PtPmu<'x, 'a> {
         drop(slot);
         self.program_output(head);
         self.stopped.set(false);
+        // `pt_config`: resume before start, so as not to undo what a PMI
+        // set; the PMI handler after the configuration is complete; pause
+        // only after the start, so that its stop cannot race with it.
+        self.resume_allowed.set(true);
         self.handle_nmi.set(true);
-        self.hw.enable();
+        self.config_start();
+        self.pause_allowed.set(true);
         Ok(())
     }
 
@@ -199,6 +244,10 @@ impl<'x, 'a> PtPmu<'x, 'a> {
     fn handle_status(&self) -> bool {
         let status = self.hw.status();
         let mut truncated = false;
+        if status & STATUS_ERROR != 0 {
+            // "ToPA ERROR encountered, trying to recover": counted, cleared.
+            self.errors.set(self.errors.get() + 1);
+        }
         if status & STATUS_STOPPED != 0 && !self.single {
             let pos = self.hw_position();
             let topa = self.topa.borrow();
@@ -214,7 +263,8 @@ impl<'x, 'a> PtPmu<'x, 'a> {
                 self.hw.set_output(base, next.mask_ptrs());
             }
         }
-        self.hw.set_status(status & !STATUS_STOPPED);
+        self.hw
+            .set_status(status & !(STATUS_STOPPED | STATUS_ERROR));
         truncated
     }
 
@@ -240,7 +290,9 @@ impl<'x, 'a> PtPmu<'x, 'a> {
     /// UPDATE, and the PMI handler): snapshot mode publishes the write
     /// position and the whole buffer; writable mode the new bytes.
     fn end_transaction(&self, truncated: bool) {
-        let Some(mut handle) = self.handle.borrow_mut().take() else {
+        // Busy: a stop reached from inside the driver's own update (an NMI
+        // cannot stop PT); that update finishes the transaction.
+        let Some(mut handle) = self.handle.try_borrow_mut().ok().and_then(|mut h| h.take()) else {
             return;
         };
         self.update_head();
@@ -266,18 +318,29 @@ impl<'x, 'a> PtPmu<'x, 'a> {
         if !self.handle_nmi.get() {
             return;
         }
-        self.hw.disable();
-        if self.handle.borrow().is_none() {
-            return;
+        match self.handle.try_borrow_mut() {
+            // A PMI inside the driver's own start or end of the transaction,
+            // or inside a snapshot's copy: tracing is off there, and that
+            // code reads the position itself. (Linux has no such PMI: a
+            // snapshot buffer has no INT regions; a spurious one must not
+            // end the transaction under the copy.)
+            Err(_) => return,
+            // No transaction: nothing to collect (`if (!event) return`).
+            Ok(slot) if slot.is_none() => return,
+            Ok(_) => {}
         }
+        self.config_stop();
         let truncated = self.handle_status();
         self.end_transaction(truncated);
         if self.stopped.get() {
             return;
         }
         if self.start_tracing().is_err() {
-            // No room, or the markers cannot be placed: tracing stays off.
+            // No room, or the markers cannot be placed: tracing stays off,
+            // and no resume may turn it on without a transaction.
             self.handle_nmi.set(false);
+            self.resume_allowed.set(false);
+            self.pause_allowed.set(false);
             self.stopped.set(true);
         }
     }
@@ -286,6 +349,13 @@ impl<'x, 'a> PtPmu<'x, 'a> {
     /// learns it from the area's disable request too.
     pub fn is_stopped(&self) -> bool {
         self.stopped.get()
+    }
+
+    /// How many times the PMI handler found `RTIT_STATUS.Error` set (and
+    /// cleared it). Linux logs each one; hardware sets it for a ToPA it
+    /// cannot follow, the software tracer for a table ring without regions.
+    pub fn errors(&self) -> u64 {
+        self.errors.get()
     }
 }
 
@@ -298,10 +368,12 @@ impl Pmu for PtPmu<'_, '_> {
             | PmuCaps::AUX_PAUSE
     }
 
-    fn add(&self, _event: &EventInfo<'_>, flags: u32) -> Result<()> {
-        if self.handle.borrow().is_some() {
-            return Err(Error::Busy); // one PT event per CPU
+    fn add(&self, event: &EventInfo<'_>, flags: u32) -> Result<()> {
+        // One PT event per CPU.
+        if self.handle.try_borrow().map_or(true, |h| h.is_some()) {
+            return Err(Error::Busy);
         }
+        self.paused.set(event.aux_paused);
         if flags & ef::START != 0 {
             // A start that leaves the event stopped fails the group's schedule.
             self.start_tracing().map_err(|_| Error::Invalid)?;
@@ -309,25 +381,43 @@ impl Pmu for PtPmu<'_, '_> {
         Ok(())
     }
 
-    fn del(&self, _event: &EventInfo<'_>, _flags: u32) {
-        self.handle_nmi.set(false);
-        self.hw.disable();
-        self.stopped.set(true);
-        self.end_transaction(false);
+    fn del(&self, event: &EventInfo<'_>, _flags: u32) {
+        self.stop(event, ef::UPDATE);
     }
 
-    fn start(&self, _event: &EventInfo<'_>, _flags: u32) {
+    fn start(&self, event: &EventInfo<'_>, flags: u32) {
+        self.paused.set(event.aux_paused);
+        if flags & ef::RESUME != 0 {
+            // Only a trace that is configured, and neither stopped by its
+            // output nor in error, is resumed; a PMI may clear the status
+            // meanwhile, so `resume_allowed` is read again.
+            if self.resume_allowed.get()
+                && self.hw.status() & (STATUS_STOPPED | STATUS_ERROR) == 0
+                && self.resume_allowed.get()
+            {
+                self.config_start();
+            }
+            return;
+        }
         let _ = self.start_tracing();
     }
 
-    fn stop(&self, _event: &EventInfo<'_>, flags: u32) {
+    fn stop(&self, event: &EventInfo<'_>, flags: u32) {
         if flags & ef::PAUSE != 0 {
             // Pause: the hardware stops; the transaction stays open.
-            self.hw.disable();
+            self.paused.set(event.aux_paused);
+            if self.pause_allowed.get() {
+                self.config_stop();
+            }
             return;
         }
+        // `handle_nmi` first, so that a PMI racing with the stop does not
+        // restart tracing; then no pause or resume touches the tracer, and
+        // `snapshot_aux` (which checks `handle_nmi`) will not re-allow them.
         self.handle_nmi.set(false);
-        self.hw.disable();
+        self.pause_allowed.set(false);
+        self.resume_allowed.set(false);
+        self.config_stop();
         self.stopped.set(true);
         if flags & ef::UPDATE != 0 {
             self.end_transaction(false);
@@ -346,9 +436,11 @@ impl Pmu for PtPmu<'_, '_> {
         if size == 0 || !self.area.is_overwrite() {
             return 0;
         }
+        // No pause or resume touches the tracer while the bytes are copied.
+        self.pause_allowed.set(false);
+        self.resume_allowed.set(false);
         // Unconditionally (d92792a4b26e): stop, so the bytes are in memory.
-        let was_tracing = self.handle_nmi.get();
-        self.hw.disable();
+        self.config_stop();
         let to = self.position();
         let bufsize = self.area.size();
         let size = size.min(bufsize);
@@ -357,8 +449,12 @@ impl Pmu for PtPmu<'_, '_> {
             Ok(n) => n as i64,
             Err(e) => i64::from(e.errno()),
         };
-        if was_tracing {
-            self.hw.enable();
+        // `handle_nmi` says whether tracing was on: restart it (unless the
+        // event is paused), re-allowing resume before and pause after.
+        if self.handle_nmi.get() {
+            self.resume_allowed.set(true);
+            self.config_start();
+            self.pause_allowed.set(true);
         }
         n
     }
