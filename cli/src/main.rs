@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! `perfaux`: host tools around the perfaux engine.
 //!
+//! `perfaux record` simulates PT-style AUX sampling and writes a perf.data
+//! file Linux `perf` reads; `perfaux dump` prints and checks such files;
 //! `perfaux attr` decodes a `struct perf_event_attr` given as hex and tells
 //! what Linux 6.18's `perf_event_open(2)` would say about it, and why.
 
@@ -9,7 +11,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod attr_cmd;
+mod dump_cmd;
 mod hex;
+mod record_cmd;
 
 #[derive(Parser)]
 #[command(
@@ -24,12 +28,16 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    Record(record_cmd::RecordArgs),
+    Dump(dump_cmd::DumpArgs),
     Attr(attr_cmd::AttrArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Record(args) => record_cmd::run(&args),
+        Command::Dump(args) => dump_cmd::run(&args),
         Command::Attr(args) => attr_cmd::run(&args),
     };
     match result {

@@ -380,6 +380,10 @@ impl<'g, P> Event<'g, P> {
     /// from the leader's `snapshot_aux`) into the output buffer; resume the
     /// leader after if `aux_resume` (spec §E.10).
     ///
+    /// `data` gives what the PMI knows (IP, misc, period, addr and the other
+    /// payload fields); TID, TIME, ID, STREAM_ID and CPU are the event's and
+    /// `platform`'s, whatever `data` says, as in Linux.
+    ///
     /// `ENOSPC` when there is no buffer (nothing counted) or the ring refused
     /// the sample (counted in [`lost_samples`](Self::lost_samples); the AUX
     /// PMU is not touched).
@@ -426,15 +430,31 @@ impl<'g, P> Event<'g, P> {
             }
             _ => None,
         };
+        // The identity fields come from the event and the platform, as
+        // `perf_prepare_sample` fills them (`__perf_event_header__init_id`):
+        // the current task, the event clock, the primary (parent's) id, the
+        // event's own id, this CPU.
+        let (pid, tid) = platform.current();
+        let data = SampleData {
+            pid,
+            tid,
+            time: platform.clock(),
+            id: self.parent.map_or(self.id, |p| p.id),
+            stream_id: self.id,
+            cpu: platform.cpu(),
+            ..*data
+        };
+        // The sampling event names itself in a PERF_RECORD_LOST
+        // (`lost_event.id = event->id`) and in the refreshed identity.
         let mut identity = Identity {
-            event: output,
+            event: self,
             platform,
         };
         let result = write_sample(
             buffer.ring,
             &mut identity,
             &self.attr,
-            data,
+            &data,
             sampling.as_ref(),
             platform,
         );

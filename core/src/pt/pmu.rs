@@ -15,7 +15,7 @@ use crate::abi::{PAGE_SIZE, aux_flags};
 use crate::aux::{AuxArea, AuxHandle, copy_aux};
 use crate::caps::PmuCaps;
 use crate::error::{Error, Result};
-use crate::pmu::{EventInfo, Pmu, ef};
+use crate::pmu::{EventInfo, Platform, Pmu, ef};
 use crate::ring::{FixedEvent, OutputSink, Ring};
 
 /// A PT-style PMU for one CPU, tracing into one AUX area.
@@ -31,6 +31,10 @@ pub struct PtPmu<'x, 'a> {
     /// Where `PERF_RECORD_AUX` goes when a transaction ends, and for whom.
     ring: &'x Ring<'a>,
     record_event: Cell<FixedEvent>,
+    /// Where the trailer of `PERF_RECORD_AUX` gets its pid/tid, time and
+    /// CPU (as Linux's `perf_event_header__init_id`); without one the
+    /// trailer is `record_event`'s as given.
+    platform: Option<&'x dyn Platform>,
     /// The open AUX transaction (`pt->handle`). Borrowed mutably only while
     /// the driver opens or ends it, with tracing off; a PMI that finds it
     /// borrowed has nothing to collect and returns (never a borrow panic).
@@ -85,6 +89,7 @@ impl<'x, 'a> PtPmu<'x, 'a> {
             area,
             ring,
             record_event: Cell::new(record_event),
+            platform: None,
             handle: RefCell::new(None),
             handle_nmi: Cell::new(false),
             pause_allowed: Cell::new(false),
@@ -97,6 +102,25 @@ impl<'x, 'a> PtPmu<'x, 'a> {
             wrapped: Cell::new(false),
             stopped: Cell::new(true),
         })
+    }
+
+    /// The same PMU, stamping the `sample_id` trailer of its
+    /// `PERF_RECORD_AUX` records with `platform`'s current task, clock and
+    /// CPU at the time each record is written.
+    pub fn with_platform(mut self, platform: &'x dyn Platform) -> Self {
+        self.platform = Some(platform);
+        self
+    }
+
+    /// The event `PERF_RECORD_AUX` is written for, its trailer stamped now.
+    fn record_event(&self) -> FixedEvent {
+        let mut event = self.record_event.get();
+        if let (Some(p), Some(id)) = (self.platform, event.sample_id.as_mut()) {
+            (id.pid, id.tid) = p.current();
+            id.time = p.clock();
+            id.cpu = p.cpu();
+        }
+        event
     }
 
     /// `pt_config_start`: tracing on, unless the event is paused.
@@ -220,7 +244,7 @@ impl<'x, 'a> PtPmu<'x, 'a> {
         self.wrapped.set(false);
         if !self.area.is_overwrite() && self.reset_markers(handle, head).is_err() {
             if let Some(h) = slot.take() {
-                let mut event = self.record_event.get();
+                let mut event = self.record_event();
                 h.end(0, self.ring, &mut event);
             }
             self.stopped.set(true);
@@ -306,7 +330,7 @@ impl<'x, 'a> PtPmu<'x, 'a> {
             self.data_size.get()
         };
         self.data_size.set(0);
-        let mut event = self.record_event.get();
+        let mut event = self.record_event();
         handle.end(size, self.ring, &mut event);
     }
 

@@ -1,0 +1,520 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! What `perfaux dump` prints and checks: a line per record, the Intel PT
+//! packets of every AUX payload summarized by an independent decoder
+//! (`iptr-decoder`), and the invariants a faithful producer keeps.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use perfaux::abi::{aux_flags, misc, record_type, sample_type as st};
+
+use crate::perfdata::{
+    FormatError, PerfData, Record, intel_pt_priv, parse_sample, parse_trailer, user_record,
+};
+
+/// The 16 bytes of a PSB packet.
+pub const PSB: [u8; 16] = [
+    0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+];
+
+/// The packets of one AUX payload, as `iptr-decoder` reads them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PacketSummary {
+    /// Offset of the first PSB (where decoding starts), if any.
+    pub psb_at: Option<usize>,
+    /// Packets decoded, by kind.
+    pub counts: BTreeMap<&'static str, u64>,
+    /// TSC values in stream order.
+    pub tscs: Vec<u64>,
+    /// Why decoding stopped early, if it did.
+    pub error: Option<String>,
+}
+
+impl PacketSummary {
+    /// Packets decoded in all.
+    pub fn packets(&self) -> u64 {
+        self.counts.values().sum()
+    }
+}
+
+struct Counter<'s>(&'s mut PacketSummary);
+
+impl Counter<'_> {
+    fn add(&mut self, kind: &'static str) -> Result<(), std::convert::Infallible> {
+        *self.0.counts.entry(kind).or_default() += 1;
+        Ok(())
+    }
+}
+
+type Ctx = iptr_decoder::DecoderContext;
+type Res = Result<(), std::convert::Infallible>;
+
+impl iptr_decoder::HandlePacket for Counter<'_> {
+    type Error = std::convert::Infallible;
+    fn at_decode_begin(&mut self) -> Res {
+        Ok(())
+    }
+    fn on_short_tnt_packet(&mut self, _: &Ctx, _: std::num::NonZero<u8>, _: u32) -> Res {
+        self.add("TNT")
+    }
+    fn on_long_tnt_packet(&mut self, _: &Ctx, _: std::num::NonZero<u64>, _: u32) -> Res {
+        self.add("TNT")
+    }
+    fn on_tip_packet(&mut self, _: &Ctx, _: iptr_decoder::IpReconstructionPattern) -> Res {
+        self.add("TIP")
+    }
+    fn on_tip_pgd_packet(&mut self, _: &Ctx, _: iptr_decoder::IpReconstructionPattern) -> Res {
+        self.add("TIP.PGD")
+    }
+    fn on_tip_pge_packet(&mut self, _: &Ctx, _: iptr_decoder::IpReconstructionPattern) -> Res {
+        self.add("TIP.PGE")
+    }
+    fn on_fup_packet(&mut self, _: &Ctx, _: iptr_decoder::IpReconstructionPattern) -> Res {
+        self.add("FUP")
+    }
+    fn on_pad_packet(&mut self, _: &Ctx) -> Res {
+        self.add("PAD")
+    }
+    fn on_mode_packet(&mut self, _: &Ctx, _: u8, _: u8) -> Res {
+        self.add("MODE")
+    }
+    fn on_mtc_packet(&mut self, _: &Ctx, _: u8) -> Res {
+        self.add("MTC")
+    }
+    fn on_tsc_packet(&mut self, _: &Ctx, tsc: u64) -> Res {
+        self.0.tscs.push(tsc);
+        self.add("TSC")
+    }
+    fn on_cbr_packet(&mut self, _: &Ctx, _: u8) -> Res {
+        self.add("CBR")
+    }
+    fn on_ovf_packet(&mut self, _: &Ctx) -> Res {
+        self.add("OVF")
+    }
+    fn on_psb_packet(&mut self, _: &Ctx) -> Res {
+        self.add("PSB")
+    }
+    fn on_psbend_packet(&mut self, _: &Ctx) -> Res {
+        self.add("PSBEND")
+    }
+}
+
+/// Decodes `bytes` from their first PSB on and counts the packets.
+pub fn summarize(bytes: &[u8]) -> PacketSummary {
+    let mut s = PacketSummary {
+        psb_at: bytes.windows(PSB.len()).position(|w| w == PSB),
+        ..PacketSummary::default()
+    };
+    if s.psb_at.is_none() {
+        return s;
+    }
+    let result = iptr_decoder::decode(
+        bytes,
+        iptr_decoder::DecodeOptions::default(),
+        &mut Counter(&mut s),
+    );
+    if let Err(e) = result {
+        s.error = Some(e.to_string());
+    }
+    s
+}
+
+impl std::fmt::Display for PacketSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.psb_at {
+            None => write!(f, "no PSB"),
+            Some(at) => {
+                write!(f, "PSB at +{at}, {} packets (", self.packets())?;
+                let mut first = true;
+                for (kind, n) in &self.counts {
+                    if !first {
+                        write!(f, ", ")?;
+                    }
+                    first = false;
+                    write!(f, "{kind} {n}")?;
+                }
+                write!(f, ")")?;
+                if let Some(e) = &self.error {
+                    write!(f, "; decoding stopped: {e}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The name of a record type.
+pub fn record_name(type_: u32) -> String {
+    let name = match type_ {
+        record_type::MMAP => "MMAP",
+        record_type::LOST => "LOST",
+        record_type::COMM => "COMM",
+        record_type::EXIT => "EXIT",
+        record_type::FORK => "FORK",
+        record_type::SAMPLE => "SAMPLE",
+        record_type::MMAP2 => "MMAP2",
+        record_type::AUX => "AUX",
+        record_type::ITRACE_START => "ITRACE_START",
+        record_type::LOST_SAMPLES => "LOST_SAMPLES",
+        record_type::SWITCH => "SWITCH",
+        record_type::SWITCH_CPU_WIDE => "SWITCH_CPU_WIDE",
+        user_record::FINISHED_ROUND => "FINISHED_ROUND",
+        user_record::AUXTRACE_INFO => "AUXTRACE_INFO",
+        user_record::AUXTRACE => "AUXTRACE",
+        other => return format!("type {other}"),
+    };
+    name.to_owned()
+}
+
+fn word(r: &[u8], at: usize) -> u64 {
+    r.get(at..at + 8)
+        .and_then(|w| w.try_into().ok())
+        .map_or(0, u64::from_le_bytes)
+}
+
+/// The C string at `at` in `r`, up to its NUL.
+fn c_string(r: &[u8], at: usize) -> String {
+    let s = r.get(at..).unwrap_or_default();
+    let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
+    String::from_utf8_lossy(&s[..end]).into_owned()
+}
+
+/// One line describing `record`.
+pub fn describe(file: &PerfData<'_>, record: &Record<'_>) -> String {
+    let r = record.bytes;
+    let mut line = format!(
+        "{:#010x} [{:#06x}] {}",
+        record.offset,
+        record.header.size,
+        record_name(record.header.type_)
+    );
+    match record.header.type_ {
+        record_type::SAMPLE => {
+            let id = first_id(file, r);
+            match file.event_of(id) {
+                Some(e) => match parse_sample(&e.attr, r) {
+                    Ok(s) => {
+                        let _ = write!(line, " {}", e.name);
+                        if let Some(cpu) = s.cpu {
+                            let _ = write!(line, " cpu {cpu}");
+                        }
+                        if let Some(t) = s.time {
+                            let _ = write!(line, " time {t}");
+                        }
+                        if let Some((pid, tid)) = s.tid {
+                            let _ = write!(line, " pid/tid {pid}/{tid}");
+                        }
+                        if let Some(ip) = s.ip {
+                            let mode = if record.header.misc & misc::CPUMODE_MASK == misc::KERNEL {
+                                "k"
+                            } else {
+                                "u"
+                            };
+                            let _ = write!(line, " ip {ip:#x} ({mode})");
+                        }
+                        if let Some(p) = s.period {
+                            let _ = write!(line, " period {p}");
+                        }
+                        if let Some(aux) = s.aux {
+                            let _ = write!(line, " aux {} bytes", aux.len());
+                            if !aux.is_empty() {
+                                let _ = write!(line, ": {}", summarize(aux));
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        let _ = write!(line, " (unparsable: {e})");
+                    }
+                },
+                None => {
+                    let _ = write!(line, " (unknown id {id})");
+                }
+            }
+        }
+        record_type::COMM => {
+            let _ = write!(
+                line,
+                " pid/tid {}/{} {:?}",
+                word(r, 8) as u32,
+                (word(r, 8) >> 32) as u32,
+                c_string(r, 16)
+            );
+        }
+        record_type::MMAP => {
+            let _ = write!(
+                line,
+                " pid/tid {}/{} [{:#x}, {:#x}) pgoff {:#x} {}",
+                word(r, 8) as u32,
+                (word(r, 8) >> 32) as u32,
+                word(r, 16),
+                word(r, 16).wrapping_add(word(r, 24)),
+                word(r, 32),
+                c_string(r, 40)
+            );
+        }
+        record_type::LOST => {
+            let _ = write!(line, " id {} lost {}", word(r, 8), word(r, 16));
+        }
+        record_type::AUX => {
+            let flags = word(r, 24);
+            let _ = write!(
+                line,
+                " offset {:#x} size {:#x} flags {flags:#x}{}{}",
+                word(r, 8),
+                word(r, 16),
+                if flags & aux_flags::TRUNCATED != 0 {
+                    " TRUNCATED"
+                } else {
+                    ""
+                },
+                if flags & aux_flags::OVERWRITE != 0 {
+                    " OVERWRITE"
+                } else {
+                    ""
+                },
+            );
+        }
+        record_type::ITRACE_START => {
+            let _ = write!(
+                line,
+                " pid/tid {}/{}",
+                word(r, 8) as u32,
+                (word(r, 8) >> 32) as u32
+            );
+        }
+        user_record::AUXTRACE_INFO => {
+            let _ = write!(line, " type {}", word(r, 8) as u32);
+        }
+        user_record::AUXTRACE => {
+            let _ = write!(
+                line,
+                " size {:#x} offset {:#x} cpu {}: {}",
+                word(r, 8),
+                word(r, 16),
+                word(r, 40) as u32,
+                summarize(record.payload)
+            );
+        }
+        _ => {}
+    }
+    if let Some(t) = trailer_of(file, record) {
+        if let (Some(cpu), Some(time)) = (t.cpu, t.time) {
+            let _ = write!(line, " [cpu {cpu} time {time}]");
+        }
+    }
+    line
+}
+
+/// The id a sample names first (IDENTIFIER), or the only event's.
+fn first_id(file: &PerfData<'_>, r: &[u8]) -> u64 {
+    match file.events.first() {
+        Some(e) if e.attr.sample_type & st::IDENTIFIER != 0 => word(r, 8),
+        Some(e) => e.ids.first().copied().unwrap_or(0),
+        None => 0,
+    }
+}
+
+/// Whether a record type is the kernel's (and so carries a trailer).
+fn is_kernel_record(type_: u32) -> bool {
+    type_ != record_type::SAMPLE && type_ < 64
+}
+
+fn trailer_of(
+    file: &PerfData<'_>,
+    record: &Record<'_>,
+) -> Option<crate::perfdata::SampleIdTrailer> {
+    let e = file.events.first()?;
+    if !is_kernel_record(record.header.type_) || !e.attr.sample_id_all() {
+        return None;
+    }
+    parse_trailer(&e.attr, record.bytes).ok()
+}
+
+/// What `perfaux dump --check` found.
+#[derive(Clone, Debug, Default)]
+pub struct CheckReport {
+    /// Every invariant that does not hold, with where.
+    pub violations: Vec<String>,
+    /// Records checked.
+    pub records: u64,
+    /// Samples checked.
+    pub samples: u64,
+    /// AUX payloads decoded (samples and AUXTRACE).
+    pub payloads: u64,
+    /// Bytes in those payloads.
+    pub aux_bytes: u64,
+}
+
+/// Checks the invariants of a faithful producer over a whole file: every
+/// record well-formed and 8-byte sized, samples parse by their event's
+/// sample_type, AUX sizes multiples of 8 and within `aux_sample_size`,
+/// string padding zero, trailers naming known ids, per-CPU time never going
+/// back, a PSB in every AUX payload of at least a PSB period + 256 bytes,
+/// and every payload decoding from its first PSB to its end with TSCs that
+/// never go back.
+pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
+    let mut rep = CheckReport::default();
+    let mut last_time: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut psb_period: Option<u64> = None;
+    let mut seen_info = false;
+    let sample_id_all = file.events.first().is_some_and(|e| e.attr.sample_id_all());
+    for record in file.records() {
+        let record = record?;
+        rep.records += 1;
+        let r = record.bytes;
+        let at = record.offset;
+        let mut bad = |msg: String| rep.violations.push(format!("{at:#x}: {msg}"));
+        if r.len() % 8 != 0 {
+            bad(format!(
+                "{} record of {} bytes, not a multiple of 8",
+                record_name(record.header.type_),
+                r.len()
+            ));
+        }
+        let mut time_cpu: Option<(u32, u64)> = None;
+        match record.header.type_ {
+            user_record::AUXTRACE_INFO => {
+                seen_info = true;
+                if word(r, 8) as u32 == crate::perfdata::AUXTRACE_INTEL_PT {
+                    let pmu = word(r, 16 + 8 * intel_pt_priv::PMU_TYPE) as u32;
+                    psb_period = file
+                        .events
+                        .iter()
+                        .find(|e| e.attr.type_ == pmu)
+                        .map(|e| 1u64 << (((e.attr.config >> 24) & 0xf) + 11));
+                }
+            }
+            record_type::SAMPLE => {
+                rep.samples += 1;
+                let id = first_id(file, r);
+                let Some(e) = file.event_of(id) else {
+                    bad(format!("a sample of unknown id {id}"));
+                    continue;
+                };
+                match parse_sample(&e.attr, r) {
+                    Err(err) => bad(format!("a {} sample that does not parse: {err}", e.name)),
+                    Ok(s) => {
+                        if let (Some(cpu), Some(t)) = (s.cpu, s.time) {
+                            time_cpu = Some((cpu, t));
+                        }
+                        if let Some(aux) = s.aux {
+                            if aux.len() % 8 != 0 {
+                                bad(format!("AUX size {} is not a multiple of 8", aux.len()));
+                            }
+                            let max = (u64::from(e.attr.aux_sample_size) + 7) & !7;
+                            if aux.len() as u64 > max {
+                                bad(format!(
+                                    "AUX size {} exceeds aux_sample_size {}",
+                                    aux.len(),
+                                    e.attr.aux_sample_size
+                                ));
+                            }
+                            if !aux.is_empty() {
+                                if !seen_info {
+                                    bad("AUX data before any AUXTRACE_INFO: perf cannot decode it"
+                                        .into());
+                                }
+                                check_payload(aux, psb_period, &mut bad);
+                                rep.payloads += 1;
+                                rep.aux_bytes += aux.len() as u64;
+                            }
+                        }
+                    }
+                }
+            }
+            user_record::AUXTRACE => {
+                if record.payload.len() % 8 != 0 {
+                    bad(format!(
+                        "AUXTRACE data of {} bytes, not a multiple of 8",
+                        record.payload.len()
+                    ));
+                }
+                if !seen_info {
+                    bad("AUXTRACE before any AUXTRACE_INFO".into());
+                }
+                check_payload(record.payload, None, &mut bad);
+                rep.payloads += 1;
+                rep.aux_bytes += record.payload.len() as u64;
+            }
+            t if is_kernel_record(t) && sample_id_all => {
+                match parse_trailer(&file.events[0].attr, r) {
+                    Err(err) => bad(format!("{}: {err}", record_name(t))),
+                    Ok(tr) => {
+                        if let Some(id) = tr.id.filter(|&id| file.event_of(id).is_none()) {
+                            bad(format!("{} names unknown id {id}", record_name(t)));
+                        }
+                        if let (Some(cpu), Some(time)) = (tr.cpu, tr.time) {
+                            time_cpu = Some((cpu, time));
+                        }
+                        let trailer = 8 * [
+                            st::TID,
+                            st::TIME,
+                            st::ID,
+                            st::STREAM_ID,
+                            st::CPU,
+                            st::IDENTIFIER,
+                        ]
+                        .iter()
+                        .filter(|&&f| file.events[0].attr.sample_type & f != 0)
+                        .count();
+                        let name_at = match t {
+                            record_type::COMM => Some(16),
+                            record_type::MMAP => Some(40),
+                            _ => None,
+                        };
+                        if let Some(name_at) = name_at {
+                            let body = &r[..r.len().saturating_sub(trailer)];
+                            match body
+                                .get(name_at..)
+                                .and_then(|s| s.iter().position(|&b| b == 0))
+                            {
+                                None => bad(format!("{} name without its NUL", record_name(t))),
+                                Some(nul) => {
+                                    if body[name_at + nul..].iter().any(|&b| b != 0) {
+                                        bad(format!("{} name padding is not zero", record_name(t)));
+                                    }
+                                }
+                            }
+                        }
+                        if t == record_type::AUX && word(r, 24) & !0xff != 0 {
+                            bad(format!("AUX flags {:#x} has unknown bits", word(r, 24)));
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        // Synthesized records carry time 0; everything the rings wrote
+        // moves forward on its CPU.
+        if let Some((cpu, time)) = time_cpu.filter(|&(_, t)| t != 0) {
+            let last = last_time.entry(cpu).or_insert(0);
+            if time < *last {
+                bad(format!("time {time} on CPU {cpu} goes back from {}", *last));
+            }
+            *last = time;
+        }
+    }
+    Ok(rep)
+}
+
+/// A PSB where one must be, decoding to the end, TSCs that never go back.
+fn check_payload(aux: &[u8], psb_period: Option<u64>, bad: &mut impl FnMut(String)) {
+    let s = summarize(aux);
+    if let Some(period) = psb_period {
+        if aux.len() as u64 >= period + 256 && s.psb_at.is_none() {
+            bad(format!(
+                "an AUX payload of {} bytes (PSB period {period}) holds no PSB",
+                aux.len()
+            ));
+        }
+    }
+    if let Some(e) = &s.error {
+        bad(format!(
+            "an AUX payload of {} bytes does not decode: {e}",
+            aux.len()
+        ));
+    }
+    if s.tscs.windows(2).any(|w| w[1] < w[0]) {
+        bad("TSC packets go back in time within an AUX payload".into());
+    }
+}

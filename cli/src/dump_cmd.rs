@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! `perfaux dump FILE`: header, events and records of a perf.data file,
+//! AUX payloads as packet summaries; `--check` verifies the invariants.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use perfaux_cli::dump::{check, describe};
+use perfaux_cli::perfdata::{PerfData, feature};
+
+/// Print (and check) a perf.data file.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:
+  perfaux dump perf.data | less
+  perfaux dump --check perf.data      exit status 1 if an invariant does not hold")]
+pub struct DumpArgs {
+    /// The perf.data file.
+    file: PathBuf,
+    /// Verify the invariants (AUX sizes multiples of 8, records well-formed,
+    /// padding zero, a PSB in every large enough snapshot, payloads that
+    /// decode); print only the verdict.
+    #[arg(long)]
+    check: bool,
+}
+
+/// Runs `perfaux dump`.
+pub fn run(args: &DumpArgs) -> Result<ExitCode, String> {
+    let bytes = std::fs::read(&args.file)
+        .map_err(|e| format!("cannot read {}: {e}", args.file.display()))?;
+    let name = args.file.display();
+    let file = PerfData::parse(&bytes).map_err(|e| format!("{name}: {e}"))?;
+    if args.check {
+        let report = check(&file).map_err(|e| format!("{name}: {e}"))?;
+        for v in &report.violations {
+            println!("{name}: {v}");
+        }
+        println!(
+            "{name}: {} records, {} samples, {} AUX payloads ({} bytes): {}",
+            report.records,
+            report.samples,
+            report.payloads,
+            report.aux_bytes,
+            if report.violations.is_empty() {
+                "OK".to_owned()
+            } else {
+                format!("{} violations", report.violations.len())
+            }
+        );
+        return Ok(if report.violations.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let result = (|| -> std::io::Result<Result<(), String>> {
+        writeln!(
+            out,
+            "{name}: {} bytes, {} events, data {} bytes at {:#x}",
+            bytes.len(),
+            file.events.len(),
+            file.data.len(),
+            file.data_offset
+        )?;
+        let f = &file.features;
+        let names: Vec<&str> = file
+            .feature_bits
+            .iter()
+            .map(|&b| feature::name(b))
+            .collect();
+        writeln!(out, "features: {}", names.join(", "))?;
+        if let Some(h) = &f.hostname {
+            writeln!(
+                out,
+                "  hostname {h}, os release {}",
+                f.osrelease.as_deref().unwrap_or("?")
+            )?;
+        }
+        if let Some((avail, online)) = f.nr_cpus {
+            writeln!(out, "  cpus {online} online of {avail}")?;
+        }
+        if let Some(cmd) = &f.cmdline {
+            writeln!(out, "  cmdline {}", cmd.join(" "))?;
+        }
+        for g in &f.groups {
+            writeln!(
+                out,
+                "  group {} leader {} members {}",
+                g.name, g.leader, g.members
+            )?;
+        }
+        for (i, e) in file.events.iter().enumerate() {
+            writeln!(
+                out,
+                "event {i}: {} type {} config {:#x} sample_type {:#x} period {} aux_sample_size {} ids {:?}",
+                e.name,
+                e.attr.type_,
+                e.attr.config,
+                e.attr.sample_type,
+                e.attr.sample_period,
+                e.attr.aux_sample_size,
+                e.ids
+            )?;
+        }
+        for record in file.records() {
+            match record {
+                Ok(r) => writeln!(out, "{}", describe(&file, &r))?,
+                Err(e) => return Ok(Err(format!("{name}: {e}"))),
+            }
+        }
+        Ok(Ok(()))
+    })();
+    match result {
+        Ok(Ok(())) => Ok(ExitCode::SUCCESS),
+        Ok(Err(e)) => Err(e),
+        // A closed pipe (`| head`) is not an error.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(format!("writing the dump: {e}")),
+    }
+}

@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! Feature sections: what `perf report --header` shows (host, CPUs, command
+//! line), and the event names, PMU names and groups that make samples
+//! readable. Encodings as `tools/perf/util/header.c` writes them.
+
+use super::reader::FormatError;
+use super::{FILE_ATTR_SIZE, NAME_ALIGN, feature};
+
+/// One event group (`HEADER_GROUP_DESC`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupDesc {
+    /// The group's name (`{anon_group}` for an unnamed one).
+    pub name: String,
+    /// Index of the leader among the file's events.
+    pub leader: u32,
+    /// Number of members, the leader included.
+    pub members: u32,
+}
+
+/// The feature sections of a file. `None`/empty: the section is absent.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Features {
+    /// `HEADER_HOSTNAME`.
+    pub hostname: Option<String>,
+    /// `HEADER_OSRELEASE`.
+    pub osrelease: Option<String>,
+    /// `HEADER_VERSION`.
+    pub version: Option<String>,
+    /// `HEADER_ARCH`.
+    pub arch: Option<String>,
+    /// `HEADER_NRCPUS`: (available, online).
+    pub nr_cpus: Option<(u32, u32)>,
+    /// `HEADER_CMDLINE`.
+    pub cmdline: Option<Vec<String>>,
+    /// `HEADER_PMU_MAPPINGS`: (type, name).
+    pub pmu_mappings: Vec<(u32, String)>,
+    /// `HEADER_GROUP_DESC`.
+    pub groups: Vec<GroupDesc>,
+    /// `HEADER_EVENT_DESC` names, in event order (filled by the reader; the
+    /// writer takes names from the events).
+    pub event_names: Vec<String>,
+}
+
+/// Appends a perf string: `u32 len` (NUL included, rounded up to
+/// [`NAME_ALIGN`]), the bytes, zero padding.
+pub(super) fn put_string(out: &mut Vec<u8>, s: &str) {
+    let len = (s.len() + 1).div_ceil(NAME_ALIGN) * NAME_ALIGN;
+    out.extend_from_slice(&(len as u32).to_le_bytes());
+    out.extend_from_slice(s.as_bytes());
+    out.resize(out.len() + len - s.len(), 0);
+}
+
+/// A cursor over a feature section, every read checked.
+pub(super) struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    what: &'static str,
+}
+
+impl<'a> Cursor<'a> {
+    pub(super) fn new(bytes: &'a [u8], what: &'static str) -> Self {
+        Cursor { bytes, at: 0, what }
+    }
+
+    fn err(&self, why: &str) -> FormatError {
+        FormatError(format!("{} section: {why} at byte {}", self.what, self.at))
+    }
+
+    pub(super) fn take(&mut self, n: usize) -> Result<&'a [u8], FormatError> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&e| e <= self.bytes.len())
+            .ok_or_else(|| self.err(&format!("{n} bytes past the end")))?;
+        let s = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+
+    pub(super) fn u32(&mut self) -> Result<u32, FormatError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    pub(super) fn string(&mut self) -> Result<String, FormatError> {
+        let len = self.u32()? as usize;
+        let raw = self.take(len)?;
+        let end = raw
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or_else(|| self.err("a string without its NUL"))?;
+        if raw[end..].iter().any(|&b| b != 0) {
+            return Err(self.err("non-zero string padding"));
+        }
+        String::from_utf8(raw[..end].to_vec()).map_err(|_| self.err("a string that is not UTF-8"))
+    }
+}
+
+impl Features {
+    /// The sections to write, as (feature bit, bytes), in bit order.
+    /// `events` are (attr bytes of [`FILE_ATTR_SIZE`], name, ids).
+    pub(super) fn encode(&self, events: &[(&[u8], &str, &[u64])]) -> Vec<(u32, Vec<u8>)> {
+        let mut out = Vec::new();
+        let string = |bit, s: &Option<String>, out: &mut Vec<(u32, Vec<u8>)>| {
+            if let Some(s) = s {
+                let mut b = Vec::new();
+                put_string(&mut b, s);
+                out.push((bit, b));
+            }
+        };
+        string(feature::HOSTNAME, &self.hostname, &mut out);
+        string(feature::OSRELEASE, &self.osrelease, &mut out);
+        string(feature::VERSION, &self.version, &mut out);
+        string(feature::ARCH, &self.arch, &mut out);
+        if let Some((avail, online)) = self.nr_cpus {
+            let mut b = Vec::new();
+            b.extend_from_slice(&avail.to_le_bytes());
+            b.extend_from_slice(&online.to_le_bytes());
+            out.push((feature::NRCPUS, b));
+        }
+        if let Some(args) = &self.cmdline {
+            let mut b = Vec::new();
+            b.extend_from_slice(&(args.len() as u32).to_le_bytes());
+            for a in args {
+                put_string(&mut b, a);
+            }
+            out.push((feature::CMDLINE, b));
+        }
+        if !events.is_empty() {
+            let mut b = Vec::new();
+            b.extend_from_slice(&(events.len() as u32).to_le_bytes());
+            b.extend_from_slice(&(FILE_ATTR_SIZE as u32).to_le_bytes());
+            for (attr, name, ids) in events {
+                b.extend_from_slice(attr);
+                b.extend_from_slice(&(ids.len() as u32).to_le_bytes());
+                put_string(&mut b, name);
+                for id in *ids {
+                    b.extend_from_slice(&id.to_le_bytes());
+                }
+            }
+            out.push((feature::EVENT_DESC, b));
+        }
+        if !self.pmu_mappings.is_empty() {
+            let mut b = Vec::new();
+            b.extend_from_slice(&(self.pmu_mappings.len() as u32).to_le_bytes());
+            for (ty, name) in &self.pmu_mappings {
+                b.extend_from_slice(&ty.to_le_bytes());
+                put_string(&mut b, name);
+            }
+            out.push((feature::PMU_MAPPINGS, b));
+        }
+        if !self.groups.is_empty() {
+            let mut b = Vec::new();
+            b.extend_from_slice(&(self.groups.len() as u32).to_le_bytes());
+            for g in &self.groups {
+                put_string(&mut b, &g.name);
+                b.extend_from_slice(&g.leader.to_le_bytes());
+                b.extend_from_slice(&g.members.to_le_bytes());
+            }
+            out.push((feature::GROUP_DESC, b));
+        }
+        out
+    }
+
+    /// Reads the section of feature `bit` into `self`; unknown bits are
+    /// kept as bytes by the caller and ignored here.
+    pub(super) fn decode(&mut self, bit: u32, bytes: &[u8]) -> Result<(), FormatError> {
+        let mut c = Cursor::new(bytes, feature::name(bit));
+        match bit {
+            feature::HOSTNAME => self.hostname = Some(c.string()?),
+            feature::OSRELEASE => self.osrelease = Some(c.string()?),
+            feature::VERSION => self.version = Some(c.string()?),
+            feature::ARCH => self.arch = Some(c.string()?),
+            feature::NRCPUS => self.nr_cpus = Some((c.u32()?, c.u32()?)),
+            feature::CMDLINE => {
+                let n = c.u32()?;
+                let mut args = Vec::new();
+                for _ in 0..n {
+                    args.push(c.string()?);
+                }
+                self.cmdline = Some(args);
+            }
+            feature::EVENT_DESC => {
+                let n = c.u32()?;
+                let size = c.u32()? as usize;
+                for _ in 0..n {
+                    c.take(size)?;
+                    let ids = c.u32()? as usize;
+                    self.event_names.push(c.string()?);
+                    c.take(ids.checked_mul(8).ok_or_else(|| c.err("too many ids"))?)?;
+                }
+            }
+            feature::PMU_MAPPINGS => {
+                let n = c.u32()?;
+                for _ in 0..n {
+                    let ty = c.u32()?;
+                    self.pmu_mappings.push((ty, c.string()?));
+                }
+            }
+            feature::GROUP_DESC => {
+                let n = c.u32()?;
+                for _ in 0..n {
+                    let name = c.string()?;
+                    let leader = c.u32()?;
+                    let members = c.u32()?;
+                    self.groups.push(GroupDesc {
+                        name,
+                        leader,
+                        members,
+                    });
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! Reads perf.data with every offset and length checked: a malformed file
+//! is a [`FormatError`] that says what and where, never a panic.
+
+use std::fmt;
+
+use perfaux::abi::{PERF_ATTR_SIZE, PerfEventAttr, PerfEventHeader};
+
+use super::{Features, HEADER_SIZE, MAGIC, feature, user_record};
+
+/// What is wrong with a file, and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FormatError(pub String);
+
+impl fmt::Display for FormatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for FormatError {}
+
+fn err<T>(msg: impl Into<String>) -> Result<T, FormatError> {
+    Err(FormatError(msg.into()))
+}
+
+/// One event of a file.
+#[derive(Clone, Debug)]
+pub struct FileEvent {
+    /// Its attr (zero-extended to the engine's size).
+    pub attr: PerfEventAttr,
+    /// The ids of its instances.
+    pub ids: Vec<u64>,
+    /// Its name (from `HEADER_EVENT_DESC`), or "event N".
+    pub name: String,
+}
+
+/// A parsed file: the events, the data section and the features.
+#[derive(Debug)]
+pub struct PerfData<'a> {
+    /// The events, in file order.
+    pub events: Vec<FileEvent>,
+    /// The data section's bytes.
+    pub data: &'a [u8],
+    /// Offset of the data section in the file.
+    pub data_offset: u64,
+    /// The feature sections perfaux understands.
+    pub features: Features,
+    /// The bits set in the feature bitmap.
+    pub feature_bits: Vec<u32>,
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// `bytes[off..off + size]`, or an error naming `what`.
+fn section<'a>(bytes: &'a [u8], off: u64, size: u64, what: &str) -> Result<&'a [u8], FormatError> {
+    let end = off.checked_add(size);
+    match end {
+        Some(end) if end <= bytes.len() as u64 => Ok(&bytes[off as usize..end as usize]),
+        _ => err(format!(
+            "the {what} section ({size} bytes at {off:#x}) runs past the end of the file ({} bytes)",
+            bytes.len()
+        )),
+    }
+}
+
+impl<'a> PerfData<'a> {
+    /// Parses the header, attrs and features of `bytes` (the records are
+    /// read lazily by [`records`](Self::records)).
+    pub fn parse(bytes: &'a [u8]) -> Result<Self, FormatError> {
+        if bytes.len() < 8 || bytes[..8] != MAGIC {
+            return err("not a perf.data file: the magic is not PERFILE2");
+        }
+        if bytes.len() < HEADER_SIZE {
+            return err(format!(
+                "truncated header: {} bytes, {HEADER_SIZE} needed",
+                bytes.len()
+            ));
+        }
+        let header_size = u64_at(bytes, 8);
+        if header_size != HEADER_SIZE as u64 {
+            return err(format!("header size {header_size}, expected {HEADER_SIZE}"));
+        }
+        let attr_size = u64_at(bytes, 16);
+        let (attrs_off, attrs_size) = (u64_at(bytes, 24), u64_at(bytes, 32));
+        let (data_off, data_size) = (u64_at(bytes, 40), u64_at(bytes, 48));
+        let attrs = section(bytes, attrs_off, attrs_size, "attrs")?;
+        let data = section(bytes, data_off, data_size, "data")?;
+        if attr_size < 16 + 64 || attr_size > 16 + PERF_ATTR_SIZE as u64 {
+            return err(format!(
+                "attr_size {attr_size}: an attr of {} bytes is not one perf writes",
+                attr_size.saturating_sub(16)
+            ));
+        }
+        if attrs_size % attr_size != 0 {
+            return err(format!(
+                "the attrs section ({attrs_size} bytes) is not a whole number of {attr_size}-byte entries"
+            ));
+        }
+        let mut events = Vec::new();
+        for (i, entry) in attrs.chunks_exact(attr_size as usize).enumerate() {
+            let size = attr_size as usize - 16;
+            let declared = u32::from_le_bytes([entry[4], entry[5], entry[6], entry[7]]);
+            if declared as usize != size {
+                return err(format!(
+                    "attr {i} says size {declared} but the file's attr_size is {attr_size} ({size} + 16): perf would see no events"
+                ));
+            }
+            let mut full = [0u8; PERF_ATTR_SIZE as usize];
+            full[..size].copy_from_slice(&entry[..size]);
+            let attr = PerfEventAttr::from_bytes(&full);
+            let (ids_off, ids_size) = (u64_at(entry, size), u64_at(entry, size + 8));
+            if ids_size % 8 != 0 {
+                return err(format!("attr {i}: an id array of {ids_size} bytes"));
+            }
+            let ids = section(bytes, ids_off, ids_size, "id array")?
+                .chunks_exact(8)
+                .map(|w| u64_at(w, 0))
+                .collect();
+            events.push(FileEvent {
+                attr,
+                ids,
+                name: format!("event {i}"),
+            });
+        }
+        let mut features = Features::default();
+        let mut feature_bits = Vec::new();
+        let mut table = data_off + data_size;
+        for bit in 0..feature::BITS {
+            let byte = bytes[HEADER_SIZE - 32 + bit as usize / 8];
+            if byte & (1 << (bit % 8)) == 0 {
+                continue;
+            }
+            feature_bits.push(bit);
+            let entry = section(bytes, table, 16, "feature table")?;
+            table += 16;
+            let body = section(
+                bytes,
+                u64_at(entry, 0),
+                u64_at(entry, 8),
+                feature::name(bit),
+            )?;
+            features.decode(bit, body)?;
+        }
+        if !features.event_names.is_empty() {
+            if features.event_names.len() != events.len() {
+                return err(format!(
+                    "event_desc names {} events, the attrs section {}",
+                    features.event_names.len(),
+                    events.len()
+                ));
+            }
+            for (e, n) in events.iter_mut().zip(&features.event_names) {
+                e.name.clone_from(n);
+            }
+        }
+        Ok(PerfData {
+            events,
+            data,
+            data_offset: data_off,
+            features,
+            feature_bits,
+        })
+    }
+
+    /// The records of the data section, in order.
+    pub fn records(&self) -> Records<'a> {
+        Records {
+            data: self.data,
+            at: 0,
+            base: self.data_offset,
+            failed: false,
+        }
+    }
+
+    /// The event whose instances include `id`.
+    pub fn event_of(&self, id: u64) -> Option<&FileEvent> {
+        self.events.iter().find(|e| e.ids.contains(&id))
+    }
+}
+
+/// One record: its header, its bytes (header included), and for
+/// `PERF_RECORD_AUXTRACE` the AUX data that follows it.
+#[derive(Clone, Copy, Debug)]
+pub struct Record<'a> {
+    /// Offset in the file.
+    pub offset: u64,
+    /// The header.
+    pub header: PerfEventHeader,
+    /// The record, `header.size` bytes.
+    pub bytes: &'a [u8],
+    /// The data after an AUXTRACE record (empty for others).
+    pub payload: &'a [u8],
+}
+
+/// The iterator of [`PerfData::records`]; stops after the first error.
+pub struct Records<'a> {
+    data: &'a [u8],
+    at: usize,
+    base: u64,
+    failed: bool,
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = Result<Record<'a>, FormatError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.at >= self.data.len() {
+            return None;
+        }
+        let offset = self.base + self.at as u64;
+        let rest = &self.data[self.at..];
+        let fail = |this: &mut Self, msg: String| {
+            this.failed = true;
+            Some(err(format!("record at {offset:#x}: {msg}")))
+        };
+        if rest.len() < 8 {
+            return fail(
+                self,
+                format!("a truncated header ({} bytes left)", rest.len()),
+            );
+        }
+        let header = PerfEventHeader {
+            type_: u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]),
+            misc: u16::from_le_bytes([rest[4], rest[5]]),
+            size: u16::from_le_bytes([rest[6], rest[7]]),
+        };
+        let size = header.size as usize;
+        if size < 8 {
+            return fail(self, format!("size {size} is smaller than its header"));
+        }
+        if size > rest.len() {
+            return fail(
+                self,
+                format!(
+                    "size {size} runs past the data section ({} bytes left)",
+                    rest.len()
+                ),
+            );
+        }
+        let bytes = &rest[..size];
+        let mut payload: &[u8] = &[];
+        if header.type_ == user_record::AUXTRACE {
+            if size < user_record::AUXTRACE_SIZE {
+                return fail(self, format!("an AUXTRACE record of {size} bytes"));
+            }
+            let len = u64_at(bytes, 8);
+            match usize::try_from(len)
+                .ok()
+                .filter(|&l| l <= rest.len() - size)
+            {
+                Some(l) => payload = &rest[size..size + l],
+                None => {
+                    return fail(
+                        self,
+                        format!(
+                            "AUXTRACE data of {len} bytes runs past the data section ({} bytes left)",
+                            rest.len() - size
+                        ),
+                    );
+                }
+            }
+        }
+        self.at += size + payload.len();
+        Some(Ok(Record {
+            offset,
+            header,
+            bytes,
+            payload,
+        }))
+    }
+}

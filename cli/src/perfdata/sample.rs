@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! Parses `PERF_RECORD_SAMPLE` bodies (every field, in the kernel's order,
+//! spec §A.5: the AUX block last) and the `sample_id` trailer of other
+//! records, with every length checked against the record.
+
+use perfaux::abi::{
+    PerfEventAttr, branch_sample_type as bst, read_format as rf, sample_type as st,
+};
+
+use super::reader::FormatError;
+
+/// The fields of a sample that perfaux's tools look at.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ParsedSample<'a> {
+    /// IP.
+    pub ip: Option<u64>,
+    /// TID: (pid, tid).
+    pub tid: Option<(u32, u32)>,
+    /// TIME.
+    pub time: Option<u64>,
+    /// IDENTIFIER or ID.
+    pub id: Option<u64>,
+    /// CPU.
+    pub cpu: Option<u32>,
+    /// PERIOD.
+    pub period: Option<u64>,
+    /// The AUX block's data (AUX).
+    pub aux: Option<&'a [u8]>,
+    /// Offset of the AUX size word in the record (AUX).
+    pub aux_offset: usize,
+}
+
+/// The `sample_id` trailer of a non-sample record (`sample_id_all`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SampleIdTrailer {
+    /// TID: (pid, tid).
+    pub tid: Option<(u32, u32)>,
+    /// TIME.
+    pub time: Option<u64>,
+    /// ID / IDENTIFIER.
+    pub id: Option<u64>,
+    /// CPU.
+    pub cpu: Option<u32>,
+}
+
+struct Cursor<'a> {
+    body: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: u64, what: &str) -> Result<&'a [u8], FormatError> {
+        let left = (self.body.len() - self.at) as u64;
+        if n > left {
+            return Err(FormatError(format!(
+                "{what} needs {n} bytes at offset {} but the record has {left} left",
+                self.at
+            )));
+        }
+        let s = &self.body[self.at..self.at + n as usize];
+        self.at += n as usize;
+        Ok(s)
+    }
+
+    fn u64(&mut self, what: &str) -> Result<u64, FormatError> {
+        let b = self.take(8, what)?;
+        let mut w = [0u8; 8];
+        w.copy_from_slice(b);
+        Ok(u64::from_le_bytes(w))
+    }
+
+    fn pair(&mut self, what: &str) -> Result<(u32, u32), FormatError> {
+        let w = self.u64(what)?;
+        Ok((w as u32, (w >> 32) as u32))
+    }
+
+    fn skip_words(&mut self, n: u64, what: &str) -> Result<(), FormatError> {
+        let bytes = n
+            .checked_mul(8)
+            .ok_or_else(|| FormatError(format!("{what}: {n} words")))?;
+        self.take(bytes, what).map(|_| ())
+    }
+}
+
+/// Parses the sample record `record` (header included) written with `attr`.
+pub fn parse_sample<'a>(
+    attr: &PerfEventAttr,
+    record: &'a [u8],
+) -> Result<ParsedSample<'a>, FormatError> {
+    let t = attr.sample_type;
+    let mut c = Cursor {
+        body: record,
+        at: 8,
+    };
+    let mut s = ParsedSample::default();
+    if t & st::IDENTIFIER != 0 {
+        s.id = Some(c.u64("IDENTIFIER")?);
+    }
+    if t & st::IP != 0 {
+        s.ip = Some(c.u64("IP")?);
+    }
+    if t & st::TID != 0 {
+        s.tid = Some(c.pair("TID")?);
+    }
+    if t & st::TIME != 0 {
+        s.time = Some(c.u64("TIME")?);
+    }
+    if t & st::ADDR != 0 {
+        c.u64("ADDR")?;
+    }
+    if t & st::ID != 0 {
+        s.id = Some(c.u64("ID")?);
+    }
+    if t & st::STREAM_ID != 0 {
+        c.u64("STREAM_ID")?;
+    }
+    if t & st::CPU != 0 {
+        s.cpu = Some(c.pair("CPU")?.0);
+    }
+    if t & st::PERIOD != 0 {
+        s.period = Some(c.u64("PERIOD")?);
+    }
+    if t & st::READ != 0 {
+        let f = attr.read_format;
+        let per_value = 1 + u64::from(f & rf::ID != 0) + u64::from(f & rf::LOST != 0);
+        let times =
+            u64::from(f & rf::TOTAL_TIME_ENABLED != 0) + u64::from(f & rf::TOTAL_TIME_RUNNING != 0);
+        if f & rf::GROUP != 0 {
+            let nr = c.u64("READ nr")?;
+            c.skip_words(times, "READ times")?;
+            c.skip_words(nr.saturating_mul(per_value), "READ values")?;
+        } else {
+            c.skip_words(times + per_value, "READ")?;
+        }
+    }
+    if t & st::CALLCHAIN != 0 {
+        let nr = c.u64("CALLCHAIN nr")?;
+        c.skip_words(nr, "CALLCHAIN")?;
+    }
+    if t & st::RAW != 0 {
+        let size = u32::from_le_bytes(c.take(4, "RAW size")?.try_into().unwrap_or([0; 4]));
+        c.take(u64::from(size), "RAW")?;
+    }
+    if t & st::BRANCH_STACK != 0 {
+        let nr = c.u64("BRANCH_STACK nr")?;
+        if attr.branch_sample_type & bst::HW_INDEX != 0 {
+            c.u64("BRANCH_STACK hw_idx")?;
+        }
+        c.skip_words(nr.saturating_mul(3), "BRANCH_STACK entries")?;
+        if attr.branch_sample_type & bst::COUNTERS != 0 {
+            c.skip_words(nr, "BRANCH_STACK counters")?;
+        }
+    }
+    if t & st::REGS_USER != 0 {
+        let abi = c.u64("REGS_USER abi")?;
+        if abi != 0 {
+            c.skip_words(u64::from(attr.sample_regs_user.count_ones()), "REGS_USER")?;
+        }
+    }
+    if t & st::STACK_USER != 0 {
+        let size = c.u64("STACK_USER size")?;
+        c.take(size, "STACK_USER")?;
+        if size != 0 {
+            c.u64("STACK_USER dyn_size")?;
+        }
+    }
+    if t & st::WEIGHT_TYPE != 0 {
+        c.u64("WEIGHT")?;
+    }
+    if t & st::DATA_SRC != 0 {
+        c.u64("DATA_SRC")?;
+    }
+    if t & st::TRANSACTION != 0 {
+        c.u64("TRANSACTION")?;
+    }
+    if t & st::REGS_INTR != 0 {
+        let abi = c.u64("REGS_INTR abi")?;
+        if abi != 0 {
+            c.skip_words(u64::from(attr.sample_regs_intr.count_ones()), "REGS_INTR")?;
+        }
+    }
+    if t & st::PHYS_ADDR != 0 {
+        c.u64("PHYS_ADDR")?;
+    }
+    if t & st::CGROUP != 0 {
+        c.u64("CGROUP")?;
+    }
+    if t & st::DATA_PAGE_SIZE != 0 {
+        c.u64("DATA_PAGE_SIZE")?;
+    }
+    if t & st::CODE_PAGE_SIZE != 0 {
+        c.u64("CODE_PAGE_SIZE")?;
+    }
+    if t & st::AUX != 0 {
+        s.aux_offset = c.at;
+        let size = c.u64("AUX size")?;
+        s.aux = Some(c.take(size, "the AUX data")?);
+    }
+    if c.at != record.len() {
+        return Err(FormatError(format!(
+            "{} bytes left after the last field",
+            record.len() - c.at
+        )));
+    }
+    Ok(s)
+}
+
+/// Parses the `sample_id` trailer at the end of a non-sample `record`.
+pub fn parse_trailer(attr: &PerfEventAttr, record: &[u8]) -> Result<SampleIdTrailer, FormatError> {
+    let t = attr.sample_type;
+    let fields = [
+        st::TID,
+        st::TIME,
+        st::ID,
+        st::STREAM_ID,
+        st::CPU,
+        st::IDENTIFIER,
+    ];
+    let words = fields.iter().filter(|&&f| t & f != 0).count();
+    if record.len() < 8 + 8 * words {
+        return Err(FormatError(format!(
+            "a {}-byte record cannot hold a {}-byte sample_id trailer",
+            record.len(),
+            8 * words
+        )));
+    }
+    let mut c = Cursor {
+        body: record,
+        at: record.len() - 8 * words,
+    };
+    let mut s = SampleIdTrailer::default();
+    if t & st::TID != 0 {
+        s.tid = Some(c.pair("TID")?);
+    }
+    if t & st::TIME != 0 {
+        s.time = Some(c.u64("TIME")?);
+    }
+    if t & st::ID != 0 {
+        s.id = Some(c.u64("ID")?);
+    }
+    if t & st::STREAM_ID != 0 {
+        c.u64("STREAM_ID")?;
+    }
+    if t & st::CPU != 0 {
+        s.cpu = Some(c.pair("CPU")?.0);
+    }
+    if t & st::IDENTIFIER != 0 {
+        s.id = Some(c.u64("IDENTIFIER")?);
+    }
+    Ok(s)
+}

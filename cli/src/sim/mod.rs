@@ -1,0 +1,858 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! The simulated machine behind `perfaux record`: N CPUs, each with the
+//! engine's data ring and AUX area over its own pages, a software PT tracer
+//! behind a `PtPmu`, and a group of a PT leader with sampling counters under
+//! it, exactly as `perf record -e '{intel_pt//,cycles}' --aux-sample` sets
+//! them up. The synthetic program drives the tracers; counter overflows are
+//! PMIs that call `Event::overflow`; the rings are drained as `perf record`
+//! drains them, into a perf.data [`Writer`].
+//!
+//! The run is a pure function of its [`Config`]: one host thread plays the
+//! CPUs in turn, simulated time is counted in cycles, and every random
+//! choice comes from the seed, so the same seed writes the same bytes.
+
+pub mod memory;
+pub mod program;
+
+use std::cell::Cell;
+use std::io::{Seek, Write};
+
+use perfaux::PmuCaps;
+use perfaux::abi::{PerfEventAttr, attr_flags, aux_flags, misc, record_type, sample_type as st};
+use perfaux::aux::{AuxArea, AuxConfig};
+use perfaux::event::{Buffer, Event, EventConfig};
+use perfaux::pmu::{EventInfo, Platform, Pmu};
+use perfaux::pt::pmu::PtPmu;
+use perfaux::pt::stream::TraceEvent;
+use perfaux::pt::topa::{IdentityMap, Topa, TopaTable};
+use perfaux::pt::tracer::SoftTracer;
+use perfaux::ring::{Consumer, FixedEvent, Ring, RingConfig, SampleId};
+use perfaux::sample::{IrqMask, SampleData};
+
+use self::memory::CpuMemory;
+use self::program::{BINARY, Binary, KERNEL_IRQ, TEXT_SIZE, TEXT_START, Thread, irq_handler};
+use crate::perfdata::{
+    AUXTRACE_INTEL_PT, Features, GroupDesc, Writer, WriterEvent, intel_pt_priv, parse_sample,
+    user_record,
+};
+use crate::rng::SplitMix64;
+
+/// The `attr.type` of the simulated `intel_pt` PMU.
+pub const PT_TYPE: u32 = 8;
+/// Bytes between PSB+ sequences: `psb_period=0`, 2^(0+11), the smallest
+/// Intel PT offers, so that every default 4 KiB sample holds a PSB (a
+/// decoder's sync point) with room to spare.
+pub const PSB_PERIOD: u64 = 2048;
+/// `tsc` in the intel_pt config (`RTIT_CTL.TSCEn`).
+pub const TSC_BIT: u32 = 10;
+/// `noretcomp` in the intel_pt config: returns are TIPs, as the tracer writes them.
+pub const NORETCOMP_BIT: u32 = 11;
+/// The perf time of the first simulated cycle (ns).
+pub const START_NS: u64 = 1_000_000_000;
+/// The simulated CPUs run at 2 GHz: two cycles a nanosecond. TSC packets
+/// carry perf time directly (`time_mult` 1, `time_shift` 0).
+pub const CYCLES_PER_NS: u64 = 2;
+/// Cycles each CPU runs before the rings are drained (100 µs).
+const QUANTUM: u64 = 200_000;
+/// Cycles a thread runs before the CPU switches to the next (1 ms).
+const TIMESLICE: u64 = 2_000_000;
+/// Cycles between TSC packets (10 µs).
+const TSC_EVERY: u64 = 20_000;
+/// One step in this many takes an interrupt.
+const IRQ_ONE_IN: u64 = 5000;
+/// Threads per CPU.
+const THREADS_PER_CPU: usize = 2;
+
+/// How the PT leader's AUX area is used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Overwrite (snapshot) area; samplers carry the newest trace bytes.
+    Snapshot,
+    /// Writable area; the trace is read whole (`PERF_RECORD_AUX` +
+    /// `PERF_RECORD_AUXTRACE`); samplers carry no AUX data (Intel PT takes
+    /// AUX samples from snapshot buffers only).
+    Full,
+}
+
+/// A sampling counter of the group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counter {
+    /// `cycles` (PERF_COUNT_HW_CPU_CYCLES).
+    Cycles,
+    /// `instructions` (PERF_COUNT_HW_INSTRUCTIONS).
+    Instructions,
+    /// `branches` (PERF_COUNT_HW_BRANCH_INSTRUCTIONS).
+    Branches,
+}
+
+impl Counter {
+    /// The name perf shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            Counter::Cycles => "cycles",
+            Counter::Instructions => "instructions",
+            Counter::Branches => "branches",
+        }
+    }
+
+    fn config(self) -> u64 {
+        match self {
+            Counter::Cycles => 0,
+            Counter::Instructions => 1,
+            Counter::Branches => 4,
+        }
+    }
+}
+
+/// When the run ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// After this much simulated time (ns) on every CPU.
+    Duration(u64),
+    /// Once this many samples are in the file.
+    Samples(u64),
+}
+
+/// Everything that determines a run (and so the file's bytes).
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Simulated CPUs.
+    pub cpus: usize,
+    /// When to stop.
+    pub stop: Stop,
+    /// Counter events between samples.
+    pub period: u64,
+    /// `attr.aux_sample_size` of the samplers (snapshot mode).
+    pub aux_sample_size: u32,
+    /// AUX area pages per CPU (a power of two).
+    pub aux_pages: usize,
+    /// Data ring pages per CPU (a power of two).
+    pub data_pages: usize,
+    /// The seed of every random choice.
+    pub seed: u64,
+    /// Snapshot or full-trace.
+    pub mode: Mode,
+    /// The sampling counters (at least one).
+    pub counters: Vec<Counter>,
+    /// The command line, for the file's cmdline feature.
+    pub cmdline: Vec<String>,
+}
+
+impl Config {
+    /// Refuses what the kernel would refuse, or what makes no run.
+    pub fn check(&self) -> Result<(), String> {
+        if !(1..=256).contains(&self.cpus) {
+            return Err(format!("--cpus {}: between 1 and 256", self.cpus));
+        }
+        if self.period == 0 {
+            return Err("--period 0: a counter must overflow after at least one event".into());
+        }
+        if !self.data_pages.is_power_of_two() {
+            return Err(format!(
+                "--data-pages {}: the data ring is a power of two pages (perf_mmap: EINVAL)",
+                self.data_pages
+            ));
+        }
+        if !self.aux_pages.is_power_of_two() {
+            return Err(format!(
+                "--aux-pages {}: the AUX area is a power of two pages (perf_mmap: EINVAL)",
+                self.aux_pages
+            ));
+        }
+        if self.mode == Mode::Full && self.aux_pages < 2 {
+            return Err(
+                "--aux-pages 1 with --mode full: a writable AUX area needs two chunks at least (rb_alloc_aux: EINVAL)"
+                    .into(),
+            );
+        }
+        if self.mode == Mode::Snapshot && self.aux_sample_size == 0 {
+            return Err("--aux-sample-size 0: snapshot mode samples need an AUX size".into());
+        }
+        if self.counters.is_empty() {
+            return Err("no sampling event".into());
+        }
+        match self.stop {
+            Stop::Duration(0) | Stop::Samples(0) => {
+                Err("nothing to record: zero duration or samples".into())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What a run wrote.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// `PERF_RECORD_SAMPLE` records.
+    pub samples: u64,
+    /// Samples that carried AUX data.
+    pub aux_samples: u64,
+    /// Bytes of AUX data in samples.
+    pub aux_sample_bytes: u64,
+    /// `PERF_RECORD_AUX` records.
+    pub aux_records: u64,
+    /// `PERF_RECORD_AUX` records flagged TRUNCATED.
+    pub aux_truncated: u64,
+    /// Bytes of AUX data in `PERF_RECORD_AUXTRACE` records.
+    pub auxtrace_bytes: u64,
+    /// Records the data rings dropped (sum of `PERF_RECORD_LOST.lost`).
+    pub lost_records: u64,
+    /// Samples the rings refused (the events' lost-sample counts).
+    pub lost_samples: u64,
+    /// Records of every type.
+    pub records: u64,
+    /// Trace bytes the tracers wrote.
+    pub trace_bytes: u64,
+    /// Simulated time per CPU (ns).
+    pub simulated_ns: u64,
+    /// Bytes of the data section.
+    pub data_bytes: u64,
+}
+
+/// How far a run has come, for a progress bar.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    /// Done, from 0 to 1.
+    pub fraction: f64,
+    /// Samples written so far.
+    pub samples: u64,
+}
+
+/// The platform of one simulated CPU: its id, its clock and the thread on it.
+struct CpuPlatform {
+    cpu: u32,
+    now: Cell<u64>,
+    current: Cell<(u32, u32)>,
+}
+
+impl IrqMask for CpuPlatform {
+    // One host thread plays every CPU and takes its PMIs at points it
+    // chooses: there is nothing to mask.
+    fn save(&self) -> usize {
+        0
+    }
+    fn restore(&self, _: usize) {}
+}
+
+impl Platform for CpuPlatform {
+    fn cpu(&self) -> u32 {
+        self.cpu
+    }
+    fn clock(&self) -> u64 {
+        self.now.get()
+    }
+    fn current(&self) -> (u32, u32) {
+        self.current.get()
+    }
+}
+
+/// The counters' PMU: the simulator counts, the PMU only says what it is.
+struct CounterPmu;
+
+impl Pmu for CounterPmu {
+    fn caps(&self) -> PmuCaps {
+        PmuCaps::NONE
+    }
+    fn add(&self, _: &EventInfo<'_>, _: u32) -> perfaux::Result<()> {
+        Ok(())
+    }
+    fn del(&self, _: &EventInfo<'_>, _: u32) {}
+    fn start(&self, _: &EventInfo<'_>, _: u32) {}
+    fn stop(&self, _: &EventInfo<'_>, _: u32) {}
+}
+
+/// The sample and trailer fields of every event: perf needs the same
+/// `sample_id` layout in all of them, and IDENTIFIER to find the event.
+const ID_FIELDS: u64 = st::TID | st::TIME | st::CPU | st::IDENTIFIER;
+
+/// The PT leader's attr (what `perf record -e intel_pt//` opens).
+pub fn leader_attr(mode: Mode) -> PerfEventAttr {
+    let mut a = PerfEventAttr::new(136);
+    a.type_ = PT_TYPE;
+    a.config = (1 << TSC_BIT) | (1 << NORETCOMP_BIT); // psb_period=0 (bits 24-27)
+    a.sample_period = 1;
+    a.sample_type = st::IP | ID_FIELDS;
+    a.flags = attr_flags::SAMPLE_ID_ALL | attr_flags::EXCLUDE_GUEST;
+    if mode == Mode::Full {
+        a.aux_watermark = 0; // half the area, the kernel's default
+    }
+    a
+}
+
+/// A sampler's attr.
+pub fn sampler_attr(counter: Counter, config: &Config) -> PerfEventAttr {
+    let mut a = PerfEventAttr::new(136);
+    a.type_ = 0; // PERF_TYPE_HARDWARE
+    a.config = counter.config();
+    a.sample_period = config.period;
+    a.sample_type = st::IP | st::PERIOD | ID_FIELDS;
+    if config.mode == Mode::Snapshot {
+        a.sample_type |= st::AUX;
+        a.aux_sample_size = config.aux_sample_size;
+    }
+    a.flags = attr_flags::SAMPLE_ID_ALL | attr_flags::EXCLUDE_GUEST;
+    a
+}
+
+/// The ids: the leader of CPU `cpu`, then its samplers.
+fn event_id(cpu: usize, index: usize, counters: usize) -> u64 {
+    1 + (cpu * (counters + 1) + index) as u64
+}
+
+/// One CPU's moving parts that are not engine objects.
+struct CpuState {
+    threads: Vec<Thread>,
+    current: usize,
+    cycles: u64,
+    next_switch: u64,
+    next_tsc: u64,
+    counts: Vec<u64>,
+    rng: SplitMix64,
+}
+
+/// Runs the simulation of `config`, writing perf.data into `out`.
+pub fn record<W: Write + Seek>(
+    config: &Config,
+    out: W,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<(Summary, W), String> {
+    config.check()?;
+    let cpus = config.cpus;
+    let counters = config.counters.len();
+    let mut seed_rng = SplitMix64::new(config.seed);
+    let binary = Binary::generate(&mut seed_rng);
+
+    // The engine objects, layer by layer (each borrows the ones before).
+    let overwrite = config.mode == Mode::Snapshot;
+    let memories = (0..cpus)
+        .map(|_| CpuMemory::new(config.data_pages, config.aux_pages, overwrite))
+        .collect::<Result<Vec<_>, _>>()?;
+    let platforms: Vec<CpuPlatform> = (0..cpus)
+        .map(|c| CpuPlatform {
+            cpu: c as u32,
+            now: Cell::new(START_NS),
+            current: Cell::new((0, 0)),
+        })
+        .collect();
+    let rings = memories
+        .iter()
+        .map(|m| {
+            // SAFETY: the pages live in `memories`, which outlives every
+            // ring; only this ring writes them and only `drain` reads them.
+            unsafe { Ring::new(m.user_page(), m.data_pages(), 0, RingConfig::default()) }
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("data ring: {e:?}"))?;
+    let areas = memories
+        .iter()
+        .map(|m| {
+            let aux = AuxConfig {
+                overwrite,
+                ..AuxConfig::default()
+            };
+            // SAFETY: as for the rings: the AUX pages live in `memories`,
+            // written only by the tracer, read by `drain` below aux_head.
+            unsafe { AuxArea::new(m.user_page(), m.aux_pages(), aux, ()) }
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("AUX area: {e:?}"))?;
+    let regions = config.aux_pages / memory::block_pages(config.aux_pages, overwrite);
+    let mut tables: Vec<Vec<TopaTable>> = (0..cpus)
+        .map(|_| vec![TopaTable::new(); regions.div_ceil(400) + 1])
+        .collect();
+    let tracers: Vec<SoftTracer<'_>> = (0..cpus)
+        .map(|_| SoftTracer::new(&IdentityMap, PSB_PERIOD))
+        .collect();
+    let leader_attr = leader_attr(config.mode);
+    let mut pts = Vec::new();
+    for (c, t) in tables.iter_mut().enumerate() {
+        let topa = Topa::build(t, memories[c].aux_pages(), &IdentityMap)
+            .map_err(|e| format!("ToPA: {e:?}"))?;
+        let id = event_id(c, 0, counters);
+        let record_event = FixedEvent {
+            id,
+            sample_id: Some(SampleId {
+                sample_type: leader_attr.sample_type,
+                id,
+                stream_id: id,
+                cpu: c as u32,
+                ..SampleId::default()
+            }),
+        };
+        let pt = PtPmu::new(
+            &tracers[c],
+            &IdentityMap,
+            topa,
+            &areas[c],
+            &rings[c],
+            record_event,
+        )
+        .map_err(|e| format!("PT PMU: {e:?}"))?
+        .with_platform(&platforms[c]);
+        pts.push(pt);
+    }
+    let buffers: Vec<Buffer<'_>> = (0..cpus)
+        .map(|c| Buffer {
+            ring: &rings[c],
+            aux: Some(&areas[c]),
+        })
+        .collect();
+    let leaders = (0..cpus)
+        .map(|c| {
+            Event::open(EventConfig {
+                attr: leader_attr,
+                pmu: &pts[c],
+                id: event_id(c, 0, counters),
+                cpu: c as i32,
+                leader: None,
+                parent: None,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|rule| format!("opening the PT leader: {rule:?}"))?;
+    let counter_pmu = CounterPmu;
+    let sampler_attrs: Vec<PerfEventAttr> = config
+        .counters
+        .iter()
+        .map(|&k| sampler_attr(k, config))
+        .collect();
+    let mut samplers = Vec::new();
+    for (c, leader) in leaders.iter().enumerate() {
+        for (k, attr) in sampler_attrs.iter().enumerate() {
+            let e = Event::open(EventConfig {
+                attr: *attr,
+                pmu: &counter_pmu,
+                id: event_id(c, k + 1, counters),
+                cpu: c as i32,
+                leader: Some(leader),
+                parent: None,
+            })
+            .map_err(|rule| format!("opening a sampler: {rule:?}"))?;
+            samplers.push(e);
+        }
+    }
+    for (c, leader) in leaders.iter().enumerate() {
+        leader.set_buffer(&buffers[c]);
+    }
+    for (i, s) in samplers.iter().enumerate() {
+        s.join_group();
+        s.set_output(&leaders[i / counters])
+            .map_err(|e| format!("set_output: {e:?}"))?;
+    }
+
+    // The file: the events, then what perf record synthesizes first.
+    let mut file_events = vec![WriterEvent {
+        attr: leader_attr,
+        name: "intel_pt//".into(),
+        ids: (0..cpus).map(|c| event_id(c, 0, counters)).collect(),
+    }];
+    for (k, counter) in config.counters.iter().enumerate() {
+        file_events.push(WriterEvent {
+            attr: sampler_attrs[k],
+            name: counter.name().into(),
+            ids: (0..cpus).map(|c| event_id(c, k + 1, counters)).collect(),
+        });
+    }
+    let mut writer = Writer::create(out, &file_events).map_err(|e| format!("writing: {e}"))?;
+    let mut sink = Sink {
+        writer: &mut writer,
+        events: &file_events,
+        summary: Summary::default(),
+        scratch: vec![0; 1 << 16],
+    };
+    sink.write(&auxtrace_info(config.mode))?;
+    let mut states = Vec::new();
+    for (c, platform) in platforms.iter().enumerate() {
+        let mut threads = Vec::new();
+        for t in 0..THREADS_PER_CPU {
+            let pid = 1000 + (c * THREADS_PER_CPU + t) as u32;
+            let thread = Thread::new(pid, pid, &binary, seed_rng.next_u64());
+            sink.write(&comm(&thread, c, event_id(c, 0, counters)))?;
+            sink.write(&mmap(&thread, c, event_id(c, 0, counters)))?;
+            threads.push(thread);
+        }
+        platform.current.set((threads[0].pid, threads[0].tid));
+        states.push(CpuState {
+            threads,
+            current: 0,
+            cycles: 0,
+            next_switch: TIMESLICE,
+            next_tsc: 0,
+            counts: vec![0; counters],
+            rng: SplitMix64::new(seed_rng.next_u64()),
+        });
+    }
+    for (c, leader) in leaders.iter().enumerate() {
+        leader
+            .sched_in(&platforms[c])
+            .map_err(|e| format!("scheduling the group on CPU {c}: {e:?}"))?;
+        let t = &states[c].threads[0];
+        tracers[c].trace(TraceEvent::Frequency(20));
+        tracers[c].trace(TraceEvent::Enable(t.ip));
+    }
+
+    let machine = Machine {
+        config,
+        binary: &binary,
+        platforms: &platforms,
+        tracers: &tracers,
+        pts: &pts,
+        samplers: &samplers,
+    };
+    let mut round = 0u64;
+    loop {
+        for (c, state) in states.iter_mut().enumerate() {
+            machine.run_quantum(c, state);
+            if areas[c].take_disable_request() {
+                // The kernel disabled the leader (the AUX consumer fell
+                // behind); perf record would re-enable it: so do we, after
+                // reading what there is.
+                leaders[c].sched_out();
+                sink.drain(&memories[c], c, config.mode, &platforms[c])?;
+                leaders[c].enable();
+                leaders[c]
+                    .sched_in(&platforms[c])
+                    .map_err(|e| format!("re-enabling the group on CPU {c}: {e:?}"))?;
+                tracers[c].trace(TraceEvent::Enable(state.threads[state.current].ip));
+            }
+            sink.drain(&memories[c], c, config.mode, &platforms[c])?;
+        }
+        sink.write(&finished_round())?;
+        round += 1;
+        let done = match config.stop {
+            Stop::Duration(ns) => (round * QUANTUM / CYCLES_PER_NS) as f64 / ns as f64,
+            Stop::Samples(n) => sink.summary.samples as f64 / n as f64,
+        };
+        progress(Progress {
+            fraction: done.min(1.0),
+            samples: sink.summary.samples,
+        });
+        if done >= 1.0 {
+            break;
+        }
+    }
+    for (c, leader) in leaders.iter().enumerate() {
+        leader.sched_out();
+        sink.drain(&memories[c], c, config.mode, &platforms[c])?;
+    }
+    sink.write(&finished_round())?;
+    let mut summary = sink.summary;
+    summary.simulated_ns = round * QUANTUM / CYCLES_PER_NS;
+    summary.trace_bytes = tracers.iter().map(SoftTracer::written).sum();
+    summary.lost_samples = samplers.iter().map(Event::lost_samples).sum();
+    summary.data_bytes = writer.data_size();
+    let features = features(config, counters);
+    let out = writer
+        .finish(&features)
+        .map_err(|e| format!("writing: {e}"))?;
+    Ok((summary, out))
+}
+
+/// The engine objects the CPUs run on.
+struct Machine<'m, 'p, 'x, 'a, 'g> {
+    config: &'m Config,
+    binary: &'m Binary,
+    platforms: &'m [CpuPlatform],
+    tracers: &'m [SoftTracer<'p>],
+    pts: &'m [PtPmu<'x, 'a>],
+    samplers: &'m [Event<'g>],
+}
+
+impl Machine<'_, '_, '_, '_, '_> {
+    /// Runs CPU `c` for one quantum.
+    fn run_quantum(&self, c: usize, s: &mut CpuState) {
+        let end = s.cycles + QUANTUM;
+        while s.cycles < end {
+            if s.cycles >= s.next_switch {
+                self.context_switch(c, s);
+            }
+            if s.rng.below(IRQ_ONE_IN) == 0 {
+                let from = s.threads[s.current].ip;
+                self.trace(
+                    c,
+                    TraceEvent::Async {
+                        from,
+                        to: KERNEL_IRQ,
+                    },
+                );
+                let mut irq_rng = SplitMix64::new(s.rng.next_u64());
+                for (ip, step) in irq_handler(&mut irq_rng) {
+                    self.execute(c, s, step, ip, misc::KERNEL);
+                }
+                self.trace(c, TraceEvent::Indirect(from));
+            }
+            let step = s.threads[s.current].step(self.binary);
+            let ip = s.threads[s.current].ip;
+            self.execute(c, s, step, ip, misc::USER);
+        }
+    }
+
+    fn trace(&self, c: usize, event: TraceEvent) {
+        self.tracers[c].trace(event);
+        if self.config.mode == Mode::Full && self.tracers[c].take_pmi() > 0 {
+            // The ToPA PMI of an INT region, taken right after the write
+            // that filled it.
+            self.pts[c].handle_pmi();
+        }
+    }
+
+    /// One step at `ip`: its packets, its cycles, and the overflows it causes.
+    fn execute(&self, c: usize, s: &mut CpuState, step: program::Step, ip: u64, misc: u16) {
+        if let Some(e) = step.event {
+            self.trace(c, e);
+        }
+        s.cycles += step.cycles;
+        let now = START_NS + s.cycles / CYCLES_PER_NS;
+        self.platforms[c].now.set(now);
+        if s.cycles >= s.next_tsc {
+            self.trace(c, TraceEvent::Time(now));
+            s.next_tsc += TSC_EVERY;
+        }
+        let counters = self.config.counters.len();
+        for (k, counter) in self.config.counters.iter().enumerate() {
+            s.counts[k] += match counter {
+                Counter::Cycles => step.cycles,
+                Counter::Instructions => step.instructions,
+                Counter::Branches => u64::from(step.branch),
+            };
+            if s.counts[k] >= self.config.period {
+                s.counts[k] -= self.config.period;
+                let data = SampleData {
+                    misc,
+                    ip,
+                    period: self.config.period,
+                    ..SampleData::default()
+                };
+                // A refused sample is counted by the event (lost_samples).
+                let _ = self.samplers[c * counters + k].overflow(&self.platforms[c], &data);
+            }
+        }
+    }
+
+    /// The scheduler switches CPU `c` to its next thread: tracing of the
+    /// old one ends (TIP.PGD), the new one's begins (TIP.PGE).
+    fn context_switch(&self, c: usize, s: &mut CpuState) {
+        s.next_switch += TIMESLICE;
+        if s.threads.len() < 2 {
+            return;
+        }
+        let old = s.threads[s.current].ip;
+        self.trace(c, TraceEvent::Disable(Some(old)));
+        s.current = (s.current + 1) % s.threads.len();
+        let t = &s.threads[s.current];
+        self.platforms[c].current.set((t.pid, t.tid));
+        self.trace(c, TraceEvent::Enable(t.ip));
+    }
+}
+
+/// Moves records from the rings into the file, counting what it moves.
+struct Sink<'w, W: Write + Seek> {
+    writer: &'w mut Writer<W>,
+    events: &'w [WriterEvent],
+    summary: Summary,
+    scratch: Vec<u8>,
+}
+
+impl<W: Write + Seek> Sink<'_, W> {
+    fn write(&mut self, record: &[u8]) -> Result<(), String> {
+        self.summary.records += 1;
+        self.writer
+            .record(record)
+            .map_err(|e| format!("writing: {e}"))
+    }
+
+    fn account(&mut self, r: &[u8]) -> Result<(), String> {
+        let header = perfaux::ring::read_header(r).ok_or("a record without a header")?;
+        let word = |at: usize| u64::from_le_bytes(r[at..at + 8].try_into().unwrap_or([0; 8]));
+        match header.type_ {
+            record_type::SAMPLE => {
+                self.summary.samples += 1;
+                let id = word(8);
+                let attr = self
+                    .events
+                    .iter()
+                    .find(|e| e.ids.contains(&id))
+                    .map(|e| e.attr)
+                    .ok_or_else(|| format!("a sample of unknown id {id}"))?;
+                let s = parse_sample(&attr, r).map_err(|e| format!("our own sample: {e}"))?;
+                if let Some(aux) = s.aux.filter(|a| !a.is_empty()) {
+                    self.summary.aux_samples += 1;
+                    self.summary.aux_sample_bytes += aux.len() as u64;
+                }
+            }
+            record_type::LOST => self.summary.lost_records += word(16),
+            record_type::AUX => {
+                self.summary.aux_records += 1;
+                if word(24) & aux_flags::TRUNCATED != 0 {
+                    self.summary.aux_truncated += 1;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Reads CPU `c`'s data ring, then (full-trace mode) its new AUX data,
+    /// as `perf record` does each round.
+    fn drain(
+        &mut self,
+        mem: &CpuMemory,
+        c: usize,
+        mode: Mode,
+        platform: &CpuPlatform,
+    ) -> Result<(), String> {
+        // SAFETY: the ring memory lives in `mem`; this is its only consumer.
+        let mut consumer = unsafe { Consumer::new(mem.user_page(), mem.data_pages(), 0) }
+            .map_err(|e| format!("data ring consumer: {e:?}"))?;
+        consumer.refresh();
+        let mut scratch = std::mem::take(&mut self.scratch);
+        while let Some(record) = consumer.next_record(&mut scratch) {
+            let record = record.map_err(|e| format!("CPU {c}: a malformed ring record: {e:?}"))?;
+            self.account(record)?;
+            self.write(record)?;
+        }
+        consumer.commit();
+        self.scratch = scratch;
+        if mode == Mode::Full {
+            let (head, tail) = (mem.aux_head(), mem.aux_tail());
+            if head > tail {
+                let len = (head - tail) as usize;
+                let padded = len.next_multiple_of(8);
+                let mut record = auxtrace(padded as u64, tail, platform.now.get(), c);
+                let at = record.len();
+                record.resize(at + padded, 0);
+                mem.read_aux(tail, &mut record[at..at + len]);
+                mem.set_aux_tail(head);
+                self.summary.auxtrace_bytes += len as u64;
+                self.summary.records += 1;
+                self.writer
+                    .record(&record)
+                    .map_err(|e| format!("writing: {e}"))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn header(type_: u32, misc: u16, size: usize) -> Vec<u8> {
+    let mut r = Vec::with_capacity(size);
+    r.extend_from_slice(&type_.to_le_bytes());
+    r.extend_from_slice(&misc.to_le_bytes());
+    r.extend_from_slice(&(size as u16).to_le_bytes());
+    r
+}
+
+/// The `sample_id` trailer of a record perf record synthesizes (time 0).
+fn trailer(r: &mut Vec<u8>, pid: u32, tid: u32, cpu: usize, id: u64) {
+    let mut buf = [0u8; 48];
+    let n = SampleId {
+        sample_type: ID_FIELDS,
+        pid,
+        tid,
+        time: 0,
+        id,
+        stream_id: id,
+        cpu: cpu as u32,
+    }
+    .encode(&mut buf);
+    r.extend_from_slice(&buf[..n]);
+}
+
+fn put_name(r: &mut Vec<u8>, name: &str) {
+    r.extend_from_slice(name.as_bytes());
+    r.resize(r.len() + 8 - name.len() % 8, 0);
+}
+
+fn finish(mut r: Vec<u8>) -> Vec<u8> {
+    let size = r.len() as u16;
+    r[6..8].copy_from_slice(&size.to_le_bytes());
+    r
+}
+
+fn comm(t: &Thread, cpu: usize, id: u64) -> Vec<u8> {
+    let mut r = header(record_type::COMM, 0, 0);
+    r.extend_from_slice(&t.pid.to_le_bytes());
+    r.extend_from_slice(&t.tid.to_le_bytes());
+    put_name(&mut r, "perfaux-demo");
+    trailer(&mut r, t.pid, t.tid, cpu, id);
+    finish(r)
+}
+
+fn mmap(t: &Thread, cpu: usize, id: u64) -> Vec<u8> {
+    let mut r = header(record_type::MMAP, misc::USER, 0);
+    r.extend_from_slice(&t.pid.to_le_bytes());
+    r.extend_from_slice(&t.tid.to_le_bytes());
+    r.extend_from_slice(&TEXT_START.to_le_bytes());
+    r.extend_from_slice(&TEXT_SIZE.to_le_bytes());
+    r.extend_from_slice(&0u64.to_le_bytes());
+    put_name(&mut r, BINARY);
+    trailer(&mut r, t.pid, t.tid, cpu, id);
+    finish(r)
+}
+
+fn finished_round() -> Vec<u8> {
+    header(user_record::FINISHED_ROUND, 0, 8)
+}
+
+/// `PERF_RECORD_AUXTRACE_INFO` of Intel PT: how perf decodes the trace.
+fn auxtrace_info(mode: Mode) -> Vec<u8> {
+    let mut priv_ = [0u64; intel_pt_priv::REQUIRED];
+    priv_[intel_pt_priv::PMU_TYPE] = u64::from(PT_TYPE);
+    priv_[intel_pt_priv::TIME_SHIFT] = 0;
+    priv_[intel_pt_priv::TIME_MULT] = 1;
+    priv_[intel_pt_priv::TIME_ZERO] = 0;
+    priv_[intel_pt_priv::CAP_USER_TIME_ZERO] = 1;
+    priv_[intel_pt_priv::TSC_BIT] = u64::from(TSC_BIT);
+    priv_[intel_pt_priv::NORETCOMP_BIT] = u64::from(NORETCOMP_BIT);
+    priv_[intel_pt_priv::HAVE_SCHED_SWITCH] = 0;
+    priv_[intel_pt_priv::SNAPSHOT_MODE] = u64::from(mode == Mode::Snapshot);
+    priv_[intel_pt_priv::PER_CPU_MMAPS] = 1;
+    let mut r = header(user_record::AUXTRACE_INFO, 0, 0);
+    r.extend_from_slice(&AUXTRACE_INTEL_PT.to_le_bytes());
+    r.extend_from_slice(&0u32.to_le_bytes());
+    for w in priv_ {
+        r.extend_from_slice(&w.to_le_bytes());
+    }
+    finish(r)
+}
+
+/// `PERF_RECORD_AUXTRACE` for `size` bytes from AUX offset `offset` of CPU `cpu`.
+fn auxtrace(size: u64, offset: u64, reference: u64, cpu: usize) -> Vec<u8> {
+    let mut r = header(user_record::AUXTRACE, 0, user_record::AUXTRACE_SIZE);
+    r.extend_from_slice(&size.to_le_bytes());
+    r.extend_from_slice(&offset.to_le_bytes());
+    r.extend_from_slice(&reference.to_le_bytes());
+    r.extend_from_slice(&(cpu as u32).to_le_bytes()); // idx: the CPU's mmap
+    r.extend_from_slice(&u32::MAX.to_le_bytes()); // tid: -1, per-CPU
+    r.extend_from_slice(&(cpu as u32).to_le_bytes());
+    r.extend_from_slice(&0u32.to_le_bytes());
+    r
+}
+
+fn read_proc(path: &str, fallback: &str) -> String {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| fallback.to_owned())
+}
+
+fn features(config: &Config, counters: usize) -> Features {
+    Features {
+        hostname: Some(read_proc("/proc/sys/kernel/hostname", "localhost")),
+        osrelease: Some(read_proc("/proc/sys/kernel/osrelease", "unknown")),
+        version: Some(format!("perfaux {}", env!("CARGO_PKG_VERSION"))),
+        arch: Some("x86_64".into()),
+        nr_cpus: Some((config.cpus as u32, config.cpus as u32)),
+        cmdline: Some(config.cmdline.clone()),
+        pmu_mappings: vec![
+            (1, "software".into()),
+            (4, "cpu".into()),
+            (PT_TYPE, "intel_pt".into()),
+        ],
+        groups: vec![GroupDesc {
+            name: "{anon_group}".into(),
+            leader: 0,
+            members: 1 + counters as u32,
+        }],
+        event_names: Vec::new(),
+    }
+}
