@@ -179,8 +179,10 @@ fn c_string(r: &[u8], at: usize) -> String {
     String::from_utf8_lossy(&s[..end]).into_owned()
 }
 
-/// One line describing `record`.
-pub fn describe(file: &PerfData<'_>, record: &Record<'_>) -> String {
+/// One line describing `record`, and what is wrong with it if it cannot
+/// be read as its type says.
+pub fn describe(file: &PerfData<'_>, record: &Record<'_>) -> (String, Option<String>) {
+    let mut problem = None;
     let r = record.bytes;
     let mut line = format!(
         "{:#010x} [{:#06x}] {}",
@@ -224,10 +226,12 @@ pub fn describe(file: &PerfData<'_>, record: &Record<'_>) -> String {
                     }
                     Err(e) => {
                         let _ = write!(line, " (unparsable: {e})");
+                        problem = Some(format!("sample at {:#x}: {e}", record.offset));
                     }
                 },
                 None => {
                     let _ = write!(line, " (unknown id {id})");
+                    problem = Some(format!("sample at {:#x}: unknown id {id}", record.offset));
                 }
             }
         }
@@ -302,7 +306,7 @@ pub fn describe(file: &PerfData<'_>, record: &Record<'_>) -> String {
             let _ = write!(line, " [cpu {cpu} time {time}]");
         }
     }
-    line
+    (line, problem)
 }
 
 /// The id a sample names first (IDENTIFIER), or the only event's.

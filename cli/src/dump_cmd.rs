@@ -106,13 +106,23 @@ pub fn run(args: &DumpArgs) -> Result<ExitCode, String> {
                 e.ids
             )?;
         }
+        let mut first_problem = None;
         for record in file.records() {
             match record {
-                Ok(r) => writeln!(out, "{}", describe(&file, &r))?,
+                Ok(r) => {
+                    let (line, problem) = describe(&file, &r);
+                    writeln!(out, "{line}")?;
+                    if first_problem.is_none() {
+                        first_problem = problem;
+                    }
+                }
                 Err(e) => return Ok(Err(format!("{name}: {e}"))),
             }
         }
-        Ok(Ok(()))
+        Ok(match first_problem {
+            Some(p) => Err(format!("{name}: {p}")),
+            None => Ok(()),
+        })
     })();
     match result {
         Ok(Ok(())) => Ok(ExitCode::SUCCESS),

@@ -96,7 +96,10 @@ fn parse_duration(s: &str) -> Result<u64, String> {
 }
 
 fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+    format!(
+        "{bytes} bytes ({:.1} MiB)",
+        bytes as f64 / (1024.0 * 1024.0)
+    )
 }
 
 /// Runs `perfaux record`.
