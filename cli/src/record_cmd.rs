@@ -161,9 +161,9 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             .map(|m| m.len())
             .unwrap_or(0);
         println!(
-            "perfaux: wrote {} ({}): {} CPUs, {:.1} ms simulated, {} mode",
+            "perfaux: wrote {} ({:.1} MiB): {} CPUs, {:.1} ms simulated, {} mode",
             args.output.display(),
-            mib(file_bytes),
+            file_bytes as f64 / (1024.0 * 1024.0),
             config.cpus,
             summary.simulated_ns as f64 / 1e6,
             match config.mode {
