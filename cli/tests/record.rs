@@ -45,18 +45,25 @@ fn record(path: &Path, args: &[&str]) -> Output {
     out
 }
 
-/// The AUX payloads of a file in order: sample AUX blocks and AUXTRACE data.
+/// The AUX payloads of a file in order (sample AUX blocks and AUXTRACE
+/// data), and the number of samples.
 fn payloads(bytes: &[u8]) -> (Vec<Vec<u8>>, u64) {
+    let (payloads, per_event) = contents(bytes);
+    (payloads, per_event.iter().map(|(_, n)| n).sum())
+}
+
+/// The AUX payloads of a file in order, and its samples per event name.
+fn contents(bytes: &[u8]) -> (Vec<Vec<u8>>, Vec<(String, u64)>) {
     let file = PerfData::parse(bytes).unwrap();
     let mut out = Vec::new();
-    let mut samples = 0;
+    let mut samples: Vec<(String, u64)> = file.events.iter().map(|e| (e.name.clone(), 0)).collect();
     for r in file.records() {
         let r = r.unwrap();
         match r.header.type_ {
             9 => {
-                samples += 1;
                 let id = u64::from_le_bytes(r.bytes[8..16].try_into().unwrap());
                 let e = file.event_of(id).unwrap();
+                samples.iter_mut().find(|(n, _)| *n == e.name).unwrap().1 += 1;
                 let s = parse_sample(&e.attr, r.bytes).unwrap();
                 if let Some(aux) = s.aux.filter(|a| !a.is_empty()) {
                     out.push(aux.to_vec());
@@ -145,7 +152,7 @@ fn perf(args: &[&str], file: &Path) -> Output {
 
 /// Everything perf must agree with, for one file.
 fn check_with_perf(file: &Path, bytes: &[u8]) {
-    let (mut ours, samples) = payloads(bytes);
+    let (mut ours, per_event) = contents(bytes);
     let out = perf(&["script", "-D"], file);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "perf script -D: {stderr}");
@@ -208,11 +215,17 @@ fn check_with_perf(file: &Path, bytes: &[u8]) {
         "perf script: {}",
         text(&out.stderr)
     );
-    let listed = text(&out.stdout)
-        .lines()
-        .filter(|l| l.contains(" cycles:"))
-        .count();
-    assert_eq!(listed as u64, samples, "perf script lists every sample");
+    let listing = text(&out.stdout);
+    for (name, samples) in &per_event {
+        let listed = listing
+            .lines()
+            .filter(|l| l.contains(&format!(" {name}:")))
+            .count();
+        assert_eq!(
+            listed as u64, *samples,
+            "perf script lists every {name} sample"
+        );
+    }
 
     let out = perf(&["report", "--stdio"], file);
     let stderr = text(&out.stderr);
@@ -285,6 +298,49 @@ fn full_trace_mode_seeds() {
     for seed in [1, 2] {
         run_case(seed, "full");
     }
+}
+
+#[test]
+fn several_sampling_events_in_one_group() {
+    let path = tmp("events.data");
+    record(
+        &path,
+        &[
+            "-e",
+            "cycles",
+            "-e",
+            "instructions",
+            "-e",
+            "branches",
+            "--period",
+            "20000",
+            "--duration",
+            "1ms",
+            "--cpus",
+            "2",
+            "-q",
+        ],
+    );
+    let bytes = std::fs::read(&path).unwrap();
+    let (_, per_event) = contents(&bytes);
+    let names: Vec<&str> = per_event.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["intel_pt//", "cycles", "instructions", "branches"]);
+    assert!(per_event[1..].iter().all(|(_, n)| *n > 0), "{per_event:?}");
+    let out = perfaux()
+        .args(["dump", "--check"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    if perf_available() {
+        check_with_perf(&path, &bytes);
+        let out = perf(&["report", "--header-only"], &path);
+        assert!(
+            text(&out.stdout).contains("group: {intel_pt//,cycles,instructions,branches}"),
+            "perf sees the group"
+        );
+    }
+    let _ = std::fs::remove_file(path);
 }
 
 #[test]

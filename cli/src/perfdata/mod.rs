@@ -110,3 +110,214 @@ pub mod intel_pt_priv {
 pub const fn align8(n: usize) -> usize {
     (n + 7) & !7
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Cursor;
+
+    use perfaux::abi::sample_type as st;
+    use perfaux::abi::{PerfEventAttr, attr_flags, branch_sample_type as bst, read_format as rf};
+
+    use super::*;
+
+    fn attr(sample_type: u64) -> PerfEventAttr {
+        let mut a = PerfEventAttr::new(136);
+        a.sample_type = sample_type;
+        a.flags = attr_flags::SAMPLE_ID_ALL;
+        a
+    }
+
+    #[test]
+    fn what_the_writer_writes_the_reader_reads() {
+        let events = [
+            WriterEvent {
+                attr: attr(st::IP | st::IDENTIFIER),
+                name: "intel_pt//".into(),
+                ids: vec![1, 3],
+            },
+            WriterEvent {
+                attr: attr(st::IP | st::IDENTIFIER | st::AUX),
+                name: "cycles".into(),
+                ids: vec![2, 4],
+            },
+        ];
+        let mut w = Writer::create(Cursor::new(Vec::new()), &events).unwrap();
+        let records: Vec<Vec<u8>> = (0..5u16)
+            .map(|i| {
+                let mut r = vec![0u8; 8 + 8 * usize::from(i)];
+                r[0] = 68;
+                r[6..8].copy_from_slice(&(8 + 8 * i).to_le_bytes());
+                r
+            })
+            .collect();
+        for r in &records {
+            w.record(r).unwrap();
+        }
+        let features = Features {
+            hostname: Some("host".into()),
+            osrelease: Some("6.1.0".into()),
+            version: Some("v".into()),
+            arch: Some("x86_64".into()),
+            nr_cpus: Some((2, 2)),
+            cmdline: Some(vec!["perfaux".into(), "record".into()]),
+            pmu_mappings: vec![(8, "intel_pt".into())],
+            groups: vec![GroupDesc {
+                name: "{anon_group}".into(),
+                leader: 0,
+                members: 2,
+            }],
+            event_names: Vec::new(),
+        };
+        let bytes = w.finish(&features).unwrap().into_inner();
+        let file = PerfData::parse(&bytes).unwrap();
+        assert_eq!(file.events.len(), 2);
+        for (read, written) in file.events.iter().zip(&events) {
+            let mut expected = written.attr;
+            expected.size = FILE_ATTR_SIZE as u32;
+            assert_eq!(read.attr, expected);
+            assert_eq!(read.ids, written.ids);
+            assert_eq!(read.name, written.name);
+        }
+        let read: Vec<Vec<u8>> = file.records().map(|r| r.unwrap().bytes.to_vec()).collect();
+        assert_eq!(read, records);
+        assert_eq!(
+            file.features,
+            Features {
+                event_names: vec!["intel_pt//".into(), "cycles".into()],
+                ..features
+            }
+        );
+        assert_eq!(
+            file.feature_bits,
+            [
+                feature::HOSTNAME,
+                feature::OSRELEASE,
+                feature::VERSION,
+                feature::ARCH,
+                feature::NRCPUS,
+                feature::CMDLINE,
+                feature::EVENT_DESC,
+                feature::PMU_MAPPINGS,
+                feature::GROUP_DESC
+            ]
+        );
+        assert_eq!(file.event_of(4).unwrap().name, "cycles");
+    }
+
+    #[test]
+    fn an_attr_past_128_bytes_is_refused() {
+        let mut a = attr(st::IP);
+        a.config3 = 1;
+        let e = WriterEvent {
+            attr: a,
+            name: "x".into(),
+            ids: vec![1],
+        };
+        assert!(Writer::create(Cursor::new(Vec::new()), &[e]).is_err());
+    }
+
+    /// A sample with every variable-length field before the AUX block: the
+    /// parser must find the AUX block where the kernel puts it, last.
+    #[test]
+    fn every_field_is_skipped_in_the_kernel_order() {
+        let mut a = attr(
+            st::IDENTIFIER
+                | st::IP
+                | st::TID
+                | st::TIME
+                | st::ADDR
+                | st::ID
+                | st::STREAM_ID
+                | st::CPU
+                | st::PERIOD
+                | st::READ
+                | st::CALLCHAIN
+                | st::RAW
+                | st::BRANCH_STACK
+                | st::REGS_USER
+                | st::STACK_USER
+                | st::WEIGHT
+                | st::DATA_SRC
+                | st::TRANSACTION
+                | st::REGS_INTR
+                | st::PHYS_ADDR
+                | st::CGROUP
+                | st::DATA_PAGE_SIZE
+                | st::CODE_PAGE_SIZE
+                | st::AUX,
+        );
+        a.read_format = rf::GROUP | rf::ID | rf::TOTAL_TIME_ENABLED;
+        a.branch_sample_type = bst::HW_INDEX;
+        a.sample_regs_user = 0b111;
+        a.sample_regs_intr = 0b11;
+        let mut r: Vec<u8> = vec![9, 0, 0, 0, 0, 0, 0, 0];
+        let mut put = |w: u64| r.extend_from_slice(&w.to_le_bytes());
+        put(7); // IDENTIFIER
+        put(0x40_1000); // IP
+        put(5 | (6 << 32)); // TID
+        put(1234); // TIME
+        put(0); // ADDR
+        put(7); // ID
+        put(8); // STREAM_ID
+        put(3); // CPU
+        put(1000); // PERIOD
+        put(2); // READ: nr
+        put(99); // time_enabled
+        for w in [1, 7, 2, 8] {
+            put(w); // value, id x2
+        }
+        put(2); // CALLCHAIN nr
+        put(0xffff_ffff_ffff_fe00);
+        put(0x40_1000);
+        r.extend_from_slice(&12u32.to_le_bytes()); // RAW size
+        r.extend_from_slice(&[0xaa; 12]);
+        let mut put = |w: u64| r.extend_from_slice(&w.to_le_bytes());
+        put(1); // BRANCH_STACK nr
+        put(5); // hw_idx
+        for w in [1, 2, 3] {
+            put(w);
+        }
+        put(2); // REGS_USER abi
+        for w in [1, 2, 3] {
+            put(w);
+        }
+        put(16); // STACK_USER size
+        put(0);
+        put(0);
+        put(16); // dyn_size
+        for w in [1, 2, 3] {
+            put(w); // WEIGHT, DATA_SRC, TRANSACTION
+        }
+        put(2); // REGS_INTR abi
+        put(1);
+        put(2);
+        for w in [1, 2, 3, 4] {
+            put(w); // PHYS_ADDR, CGROUP, DATA/CODE_PAGE_SIZE
+        }
+        put(16); // AUX size
+        r.extend_from_slice(b"0123456789abcdef");
+        let size = r.len() as u16;
+        r[6..8].copy_from_slice(&size.to_le_bytes());
+        let s = parse_sample(&a, &r).unwrap();
+        assert_eq!(s.id, Some(7));
+        assert_eq!(s.ip, Some(0x40_1000));
+        assert_eq!(s.tid, Some((5, 6)));
+        assert_eq!(s.time, Some(1234));
+        assert_eq!(s.cpu, Some(3));
+        assert_eq!(s.period, Some(1000));
+        assert_eq!(s.aux, Some(&b"0123456789abcdef"[..]));
+        assert_eq!(s.aux_offset, r.len() - 24);
+        // One byte short anywhere: an error naming what did not fit.
+        let mut short = r[..r.len() - 8].to_vec();
+        let size = short.len() as u16;
+        short[6..8].copy_from_slice(&size.to_le_bytes());
+        let e = parse_sample(&a, &short).unwrap_err();
+        assert!(e.0.contains("the AUX data needs 16 bytes"), "{e}");
+        // A sample_id trailer read from the end.
+        let t = parse_trailer(&attr(st::TID | st::TIME | st::CPU | st::IDENTIFIER), &r).unwrap();
+        assert_eq!(
+            t.id,
+            Some(u64::from_le_bytes(r[r.len() - 8..].try_into().unwrap()))
+        );
+    }
+}
