@@ -975,3 +975,65 @@ fn setup_aux_rules() {
     );
     assert_eq!(nosg.setups.get(), 2);
 }
+
+#[test]
+fn a_sample_names_its_task_time_ids_and_cpu_as_perf_prepare_sample() {
+    // TID, TIME, ID, STREAM_ID, CPU and IDENTIFIER come from the event and
+    // the platform, whatever the PMI's SampleData says: an inherited child
+    // writes its parent's id as ID/IDENTIFIER and its own as STREAM_ID.
+    let w = World::new();
+    let ring = w.ring();
+    let sw = SwPmu;
+    let buffer = Buffer {
+        ring: &ring,
+        aux: None,
+    };
+    let p = platform();
+    p.cpu.set(0);
+    let mut attr = PerfEventAttr::new(136);
+    attr.type_ = 1;
+    attr.sample_period = 1;
+    attr.flags = attr_flags::INHERIT;
+    attr.sample_type =
+        st::IDENTIFIER | st::TID | st::TIME | st::ID | st::STREAM_ID | st::CPU | st::PERIOD;
+    let parent = Event::<()>::open(EventConfig {
+        attr,
+        pmu: &sw,
+        id: 40,
+        cpu: 0,
+        leader: None,
+        parent: None,
+    })
+    .unwrap();
+    parent.set_buffer(&buffer);
+    let child = Event::open(EventConfig {
+        attr,
+        pmu: &sw,
+        id: 41,
+        cpu: 0,
+        leader: None,
+        parent: Some(&parent),
+    })
+    .unwrap();
+    child.sched_in(&p).unwrap();
+    let lies = SampleData {
+        pid: 1,
+        tid: 2,
+        time: 3,
+        id: 4,
+        stream_id: 5,
+        cpu: 6,
+        period: 777,
+        ..SampleData::default()
+    };
+    child.overflow(&p, &lies).unwrap();
+    let s = samples(&w.mem);
+    let word = |i: usize| u64::from_ne_bytes(s[0][8 + 8 * i..16 + 8 * i].try_into().unwrap());
+    assert_eq!(word(0), 40, "IDENTIFIER: the primary (parent's) id");
+    assert_eq!(word(1), 100 | (101 << 32), "TID: the platform's task");
+    assert!(word(2) > 1000, "TIME: the platform's clock");
+    assert_eq!(word(3), 40, "ID: the primary id");
+    assert_eq!(word(4), 41, "STREAM_ID: the event's own id");
+    assert_eq!(word(5), 0, "CPU: the platform's");
+    assert_eq!(word(6), 777, "PERIOD: the PMI's");
+}
