@@ -76,6 +76,163 @@
  */
 #define PERFAUX_CAP_AUX_NO_SG (1 << 10)
 
+/**
+ * `perfaux_ring_config.flags`: overwrite mode (a read-only mapping in
+ * Linux): the writer never waits for `data_tail`.
+ */
+#define PERFAUX_RING_OVERWRITE (1 << 0)
+
+/**
+ * `perfaux_ring_config.flags`: write records backward (`write_backward`).
+ */
+#define PERFAUX_RING_BACKWARD (1 << 1)
+
+/**
+ * Words of `struct perfaux_ring`.
+ */
+#define PERFAUX_RING_WORDS 24
+
+/**
+ * Words of `struct perfaux_output_handle`.
+ */
+#define PERFAUX_OUTPUT_HANDLE_WORDS 8
+
+/**
+ * Words of `struct perfaux_consumer`.
+ */
+#define PERFAUX_CONSUMER_WORDS 16
+
+/**
+ * Storage of a ring. Opaque: only its size and alignment matter.
+ */
+typedef struct perfaux_ring {
+  /**
+   * Opaque.
+   */
+  uint64_t opaque[PERFAUX_RING_WORDS];
+} perfaux_ring;
+
+/**
+ * Called when the consumer should be woken (from the outermost writer's
+ * `end`, possibly in NMI context: it must not block, lock or allocate).
+ */
+typedef struct perfaux_wakeup {
+  /**
+   * The callback, or NULL for none.
+   */
+  void (*func)(void *ctx);
+  /**
+   * Its argument.
+   */
+  void *ctx;
+} perfaux_wakeup;
+
+/**
+ * How a ring behaves; all zero is a writable forward ring with the
+ * watermark at half the data size and nobody to wake.
+ */
+typedef struct perfaux_ring_config {
+  /**
+   * `PERFAUX_RING_*` bits.
+   */
+  uint32_t flags;
+  /**
+   * Reserved, must be 0.
+   */
+  uint32_t reserved;
+  /**
+   * Wake the consumer every this many bytes (0: half the data size).
+   */
+  uint64_t watermark;
+  /**
+   * The wakeup callback.
+   */
+  struct perfaux_wakeup wakeup;
+} perfaux_ring_config;
+
+/**
+ * Storage of an output handle (one record being written). Opaque.
+ */
+typedef struct perfaux_output_handle {
+  /**
+   * Opaque.
+   */
+  uint64_t opaque[PERFAUX_OUTPUT_HANDLE_WORDS];
+} perfaux_output_handle;
+
+/**
+ * The `sample_id` trailer of a non-sample record (with `sample_id_all`):
+ * which of the fields are written is `sample_type`'s TID, TIME, ID,
+ * STREAM_ID, CPU and IDENTIFIER bits.
+ */
+typedef struct perfaux_sample_id {
+  /**
+   * The event's `sample_type`.
+   */
+  uint64_t sample_type;
+  /**
+   * TID: process id.
+   */
+  uint32_t pid;
+  /**
+   * TID: thread id.
+   */
+  uint32_t tid;
+  /**
+   * TIME.
+   */
+  uint64_t time;
+  /**
+   * ID and IDENTIFIER.
+   */
+  uint64_t id;
+  /**
+   * STREAM_ID.
+   */
+  uint64_t stream_id;
+  /**
+   * CPU.
+   */
+  uint32_t cpu;
+  /**
+   * Reserved, must be 0.
+   */
+  uint32_t reserved;
+} perfaux_sample_id;
+
+/**
+ * The event a record is written for: its id (in `PERF_RECORD_LOST`) and,
+ * if `has_sample_id`, the trailer of the records the engine adds.
+ */
+typedef struct perfaux_output_event {
+  /**
+   * The event's id.
+   */
+  uint64_t id;
+  /**
+   * Non-zero: `sample_id` is written after `PERF_RECORD_LOST`.
+   */
+  uint32_t has_sample_id;
+  /**
+   * Reserved, must be 0.
+   */
+  uint32_t reserved;
+  /**
+   * The trailer.
+   */
+  struct perfaux_sample_id sample_id;
+} perfaux_output_event;
+
+/**
+ * Storage of a consumer (the reader of a writable ring). Opaque.
+ */
+typedef struct perfaux_consumer {
+  /**
+   * Opaque.
+   */
+  uint64_t opaque[PERFAUX_CONSUMER_WORDS];
+} perfaux_consumer;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -136,6 +293,146 @@ int perfaux_event_check(const void *attr,
                         uint32_t pmu_caps,
                         const void *leader_attr,
                         uint32_t leader_caps);
+
+/**
+ * Initializes a ring over caller memory: `user_page` (the 4 KiB
+ * `perf_event_mmap_page`, 8-aligned) and `nr_chunks` data chunks of
+ * `4096 << order` bytes each (`chunks`, an array of pointers; NULL if
+ * `nr_chunks` is 0). The ring zeroes the pages and fills the user page.
+ * `config` NULL means all defaults.
+ *
+ * Returns 0, `-EINVAL` for a NULL or misaligned `ring` or `user_page`, a
+ * NULL `chunks` with chunks, a chunk count that is not a power of two,
+ * an order above 20, unknown flags or reserved fields, or `-EBUSY` if
+ * `ring` is already initialized.
+ *
+ * # Safety
+ * `ring` must be valid for writes of `sizeof(struct perfaux_ring)` bytes and
+ * not move until `perfaux_ring_fini`; the user page, the chunk array and
+ * the chunks must stay valid (and be used by nothing but this ring and its
+ * consumer) until then; `config`, if not NULL, must be readable.
+ */
+int perfaux_ring_init(struct perfaux_ring *ring,
+                      void *user_page,
+                      void *const *chunks,
+                      size_t nr_chunks,
+                      uint32_t order,
+                      const struct perfaux_ring_config *config);
+
+/**
+ * Tears a ring down (its memory is the caller's again). No output handle
+ * may be open on it. Returns 0, or `-EINVAL` if `ring` is not an
+ * initialized ring.
+ *
+ * # Safety
+ * `ring` must be NULL or point to `struct perfaux_ring` storage.
+ */
+int perfaux_ring_fini(struct perfaux_ring *ring);
+
+/**
+ * Reserves `size` bytes (a whole record, header included) in `ring` and
+ * opens `handle` on them (`perf_output_begin`). `event` (NULL: id 0, no
+ * trailer) names the event for the `PERF_RECORD_LOST` that goes first
+ * when records were dropped. May be called from any context of the
+ * ring's CPU, nested (task, IRQ, NMI).
+ *
+ * Returns 0, or `-ENOSPC` when the ring is paused or full (a lost record
+ * is counted), `-EINVAL` for `size` 0 or above 65535, a bad `ring`,
+ * `handle` or `event`, `-EBUSY` if `handle` is open already.
+ *
+ * # Safety
+ * `handle` must be valid for writes of `sizeof(struct perfaux_output_handle)`
+ * bytes and not move until `perfaux_output_end`; `ring` NULL or a ring's
+ * storage; `event` NULL or readable.
+ */
+int perfaux_output_begin(struct perfaux_output_handle *handle,
+                         struct perfaux_ring *ring,
+                         size_t size,
+                         const struct perfaux_output_event *event);
+
+/**
+ * Copies `len` bytes into the record (`perf_output_copy`). Returns how
+ * many were **not** copied (0, or what would have gone past the
+ * reservation), or `-EINVAL` for a handle that is not open or NULL
+ * `bytes` with a non-zero `len`.
+ *
+ * # Safety
+ * `handle` NULL or handle storage; `bytes` readable for `len` bytes.
+ */
+ptrdiff_t perfaux_output_copy(struct perfaux_output_handle *handle, const void *bytes, size_t len);
+
+/**
+ * Skips `len` bytes of the record, leaving them as they are
+ * (`perf_output_skip`). Returns how many were **not** skipped, or
+ * `-EINVAL` for a handle that is not open.
+ *
+ * # Safety
+ * `handle` NULL or handle storage.
+ */
+ptrdiff_t perfaux_output_skip(struct perfaux_output_handle *handle, size_t len);
+
+/**
+ * Publishes the record and closes the handle (`perf_output_end`); the
+ * outermost writer moves `data_head` and may wake the consumer. Returns 0,
+ * or `-EINVAL` for a handle that is not open.
+ *
+ * # Safety
+ * `handle` NULL or handle storage.
+ */
+int perfaux_output_end(struct perfaux_output_handle *handle);
+
+/**
+ * Initializes the consumer of a writable ring over the same memory
+ * (`user_page`, `chunks`, `nr_chunks`, `order` as given to
+ * `perfaux_ring_init`), reading from `data_tail`. It may run on another
+ * CPU than the writers. Returns 0, `-EINVAL` for bad arguments, `-EBUSY`
+ * if `consumer` is initialized.
+ *
+ * # Safety
+ * As `perfaux_ring_init`, for `consumer` and the memory.
+ */
+int perfaux_consumer_init(struct perfaux_consumer *consumer,
+                          void *user_page,
+                          void *const *chunks,
+                          size_t nr_chunks,
+                          uint32_t order);
+
+/**
+ * Loads `data_head`: returns the bytes available to read (at most the
+ * data size), or `-EINVAL` for a bad consumer.
+ *
+ * # Safety
+ * `consumer` NULL or consumer storage.
+ */
+int64_t perfaux_consumer_refresh(struct perfaux_consumer *consumer);
+
+/**
+ * Copies the next record (below the last loaded `data_head`) into `buf`
+ * and consumes it. Returns its size, 0 when every record was read,
+ * `-ENOMEM` when `buf_len` is smaller than the record (it stays unread),
+ * `-EINVAL` for a bad consumer, NULL `buf`, or a malformed record.
+ *
+ * # Safety
+ * `consumer` NULL or consumer storage; `buf` writable for `buf_len` bytes.
+ */
+ptrdiff_t perfaux_consumer_next(struct perfaux_consumer *consumer, void *buf, size_t buf_len);
+
+/**
+ * Gives every record read so far back to the writer (`data_tail`).
+ * Returns 0, or `-EINVAL` for a bad consumer.
+ *
+ * # Safety
+ * `consumer` NULL or consumer storage.
+ */
+int perfaux_consumer_commit(struct perfaux_consumer *consumer);
+
+/**
+ * Tears a consumer down. Returns 0, or `-EINVAL` for a bad consumer.
+ *
+ * # Safety
+ * `consumer` NULL or consumer storage.
+ */
+int perfaux_consumer_fini(struct perfaux_consumer *consumer);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -19,11 +19,14 @@
 #![cfg_attr(target_os = "none", no_std)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+#![allow(non_camel_case_types)] // C type names, as the header spells them
 
 mod attr;
 mod caps;
 #[cfg(target_os = "none")]
 mod panic;
+mod ring;
 
 pub use attr::*;
 pub use caps::*;
+pub use ring::*;

@@ -108,6 +108,28 @@ impl<'a> Consumer<'a> {
         self.head.wrapping_sub(self.pos)
     }
 
+    /// The size of the next record below the last loaded `data_head`,
+    /// without consuming it: `None` when all were read, `EINVAL` for a
+    /// malformed header (as [`next_record`](Self::next_record)).
+    pub fn peek_size(&self) -> Option<Result<usize>> {
+        let avail = self.available();
+        if avail == 0 {
+            return None;
+        }
+        if avail < HEADER_SIZE as u64 {
+            return Some(Err(Error::Invalid));
+        }
+        let mut hb = [0u8; HEADER_SIZE];
+        // SAFETY: the header lies in [pos, head): published and not yet
+        // consumed, so the writer does not touch it (writable mode).
+        unsafe { self.pages.read(self.pos, &mut hb) };
+        let size = u64::from(u16::from_ne_bytes([hb[6], hb[7]]));
+        if size < HEADER_SIZE as u64 || size > avail {
+            return Some(Err(Error::Invalid));
+        }
+        Some(Ok(size as usize))
+    }
+
     /// The next record below the last loaded `data_head`, or `None` when all
     /// were read (call [`refresh`](Self::refresh) for more).
     ///

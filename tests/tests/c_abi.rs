@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! C programs that use only `include/perfaux.h` (`tests/c/*.c`), compiled
+//! with the system C compiler (`-Wall -Wextra -Werror`) against the
+//! `perfaux-ffi` static library, and run: under valgrind with zero errors
+//! and no leak when valgrind is installed (`PERFAUX_REQUIRE_VALGRIND=1`,
+//! which CI sets, makes its absence a failure).
+//!
+//! The static library is built here with `cargo rustc --crate-type
+//! staticlib` into its own target directory, as a C user would build it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ is inside the workspace")
+        .to_path_buf()
+}
+
+/// Builds `libperfaux_ffi.a` once per test run.
+fn staticlib() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let target = root().join("target/c-abi");
+        let out = Command::new(env!("CARGO"))
+            .current_dir(root())
+            .args([
+                "rustc",
+                "--quiet",
+                "-p",
+                "perfaux-ffi",
+                "--crate-type",
+                "staticlib",
+            ])
+            .arg("--target-dir")
+            .arg(&target)
+            .env_remove("RUSTFLAGS")
+            .output()
+            .expect("cargo runs");
+        assert!(
+            out.status.success(),
+            "building the static library: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        target.join("debug/libperfaux_ffi.a")
+    })
+}
+
+fn valgrind() -> Option<&'static str> {
+    let found = Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var_os("PERFAUX_REQUIRE_VALGRIND").is_none(),
+            "PERFAUX_REQUIRE_VALGRIND is set but valgrind does not run"
+        );
+        eprintln!("valgrind not installed: the C programs run without it");
+        return None;
+    }
+    Some("valgrind")
+}
+
+/// Compiles `tests/c/<name>.c` and runs it; returns its stdout.
+fn run_c(name: &str) -> String {
+    let lib = staticlib();
+    let dir = std::env::temp_dir().join(format!("perfaux-c-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join(name);
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+    let out = Command::new(&cc)
+        .args([
+            "-std=c11",
+            "-D_ISOC11_SOURCE",
+            "-g",
+            "-O1",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+        ])
+        .arg("-I")
+        .arg(root().join("include"))
+        .arg(root().join(format!("tests/c/{name}.c")))
+        .arg(lib)
+        .args(["-lpthread", "-ldl", "-lm", "-o"])
+        .arg(&exe)
+        .output()
+        .expect("the C compiler runs");
+    assert!(
+        out.status.success(),
+        "{cc} {name}.c: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut cmd = match valgrind() {
+        Some(v) => {
+            let mut c = Command::new(v);
+            c.args([
+                "--quiet",
+                "--error-exitcode=99",
+                "--leak-check=full",
+                "--errors-for-leak-kinds=definite,indirect",
+            ])
+            .arg(&exe);
+            c
+        }
+        None => Command::new(&exe),
+    };
+    let out = cmd.output().expect("the C program runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "{name}: exit {:?}\n{stdout}{stderr}",
+        out.status.code()
+    );
+    assert!(stderr.is_empty(), "{name} (valgrind) reported:\n{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+    stdout
+}
+
+#[test]
+fn ring_writes_reader_lost_records_and_bad_inputs() {
+    let out = run_c("ring");
+    assert!(out.starts_with("ring: 500 records"), "{out}");
+}
