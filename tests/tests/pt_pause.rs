@@ -10,7 +10,7 @@
 use std::cell::{Cell, RefCell};
 
 use perfaux::abi::{PerfEventAttr, aux_action, aux_flags, record_type, sample_type as st};
-use perfaux::aux::AuxConfig;
+use perfaux::aux::{AreaOutput, AuxConfig};
 use perfaux::event::{Buffer, Event, EventConfig};
 use perfaux::pmu::{EventInfo, Pmu};
 use perfaux::pt::pmu::PtPmu;
@@ -26,7 +26,7 @@ use perfaux_tests::shims::{CountingPmu, Cpu0, StreamModel, interrupt, with_inter
 /// The PT PMU, with an interrupt point before every `split` bytes that its
 /// `snapshot_aux` copies into the sample.
 struct Interrupted<'p, 'x, 'a> {
-    pt: &'p PtPmu<'x, 'a>,
+    pt: &'p PtPmu<'x, AreaOutput<'x, 'a>>,
     split: usize,
 }
 

@@ -19,7 +19,7 @@ use std::io::{Seek, Write};
 
 use perfaux::PmuCaps;
 use perfaux::abi::{PerfEventAttr, attr_flags, aux_flags, misc, record_type, sample_type as st};
-use perfaux::aux::{AuxArea, AuxConfig};
+use perfaux::aux::{AreaOutput, AuxArea, AuxConfig};
 use perfaux::event::{Buffer, Event, EventConfig};
 use perfaux::pmu::{EventInfo, Platform, Pmu};
 use perfaux::pt::pmu::PtPmu;
@@ -554,7 +554,7 @@ struct Machine<'m, 'p, 'x, 'a, 'g> {
     binary: &'m Binary,
     platforms: &'m [CpuPlatform],
     tracers: &'m [SoftTracer<'p>],
-    pts: &'m [PtPmu<'x, 'a>],
+    pts: &'m [PtPmu<'x, AreaOutput<'x, 'a>>],
     samplers: &'m [Event<'g>],
 }
 

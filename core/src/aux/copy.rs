@@ -25,9 +25,30 @@ pub fn copy_aux<P, S: OutputSink + ?Sized>(
     from: u64,
     to: u64,
 ) -> Result<u64> {
-    let area = handle.area();
-    let pages = area.pages();
-    let mask = area.size() - 1;
+    // SAFETY: an area's pages are valid for reads for its life (an
+    // `AuxArea` invariant), a power of two of them.
+    unsafe { copy_aux_pages(handle.area().pages(), sink, from, to) }
+}
+
+/// [`copy_aux`] over an AUX buffer given as its pages (one pointer per 4 KiB
+/// page, a power of two of them, in buffer order): for drivers whose AUX
+/// buffer is not an [`AuxArea`](super::AuxArea), such as the kernel's in a
+/// module. `EINVAL` if the page count is not a power of two.
+///
+/// # Safety
+/// Every page must be valid for reads of 4096 bytes during the call, and
+/// the tracer must not write the range `[from, to)` meanwhile.
+#[inline]
+pub unsafe fn copy_aux_pages<S: OutputSink + ?Sized>(
+    pages: &[*mut u8],
+    sink: &mut S,
+    from: u64,
+    to: u64,
+) -> Result<u64> {
+    if !pages.len().is_power_of_two() {
+        return Err(Error::Invalid);
+    }
+    let mask = (pages.len() * PAGE_SIZE) as u64 - 1;
     let page = PAGE_SIZE as u64;
     let (mut from, to) = (from & mask, to & mask);
     let mut len = 0;
@@ -42,8 +63,8 @@ pub fn copy_aux<P, S: OutputSink + ?Sized>(
         };
         let src = base.wrapping_add((from % page) as usize);
         // SAFETY: `src..src + chunk` lies in one AUX page (chunk <= bytes to
-        // the page's end), valid for reads for the area's life; the tracer
-        // does not write it during the copy (this function's contract).
+        // the page's end), valid for reads (this function's contract); the
+        // tracer does not write it during the copy.
         let bytes = unsafe { core::slice::from_raw_parts(src.cast_const(), chunk as usize) };
         if sink.copy(bytes) != 0 {
             return Err(Error::Fault);

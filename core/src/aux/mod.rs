@@ -3,12 +3,15 @@
 //! tracer, with its own head and tail in the user page; [`AuxHandle`]
 //! transactions (`perf_aux_output_begin` / `end` / `skip` / `flag`),
 //! `PERF_RECORD_AUX`, and [`copy_aux`] (spec §E.6), which copies AUX bytes
-//! into an output sink from PMI context.
+//! into an output sink from PMI context; [`AuxOutput`], the AUX output as a
+//! PMU driver sees it (this area, or a kernel's through C callbacks).
 
 mod area;
 mod copy;
 mod handle;
+mod output;
 
 pub use area::{AuxArea, AuxConfig};
-pub use copy::copy_aux;
+pub use copy::{copy_aux, copy_aux_pages};
 pub use handle::{AuxHandle, write_itrace_start};
+pub use output::{AreaOutput, AuxOutput, AuxTransaction};

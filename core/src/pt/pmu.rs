@@ -6,39 +6,39 @@
 //! tracing, read the position, copy the newest bytes ending there with
 //! `copy_aux`, restart only if tracing was on, change no event state), and
 //! for writable (full-trace) areas the STOP/INT markers and the PMI handler.
+//!
+//! The AUX buffer and its transactions are an [`AuxOutput`]: perfaux's own
+//! area ([`AreaOutput`], what [`PtPmu::new`] takes) or a kernel's.
 
 use core::cell::{Cell, RefCell};
 
 use super::topa::{PhysMap, Topa, TopaPosition};
 use super::tracer::{STATUS_ERROR, STATUS_STOPPED, TraceHw};
 use crate::abi::{PAGE_SIZE, aux_flags};
-use crate::aux::{AuxArea, AuxHandle, copy_aux};
+use crate::aux::{AreaOutput, AuxArea, AuxOutput, AuxTransaction, copy_aux_pages};
 use crate::caps::PmuCaps;
 use crate::error::{Error, Result};
 use crate::pmu::{EventInfo, Platform, Pmu, ef};
 use crate::ring::{FixedEvent, OutputSink, Ring};
 
-/// A PT-style PMU for one CPU, tracing into one AUX area.
-pub struct PtPmu<'x, 'a> {
+/// A PT-style PMU for one CPU, tracing into the AUX buffer of `O`.
+pub struct PtPmu<'x, O> {
     hw: &'x dyn TraceHw,
     phys: &'x dyn PhysMap,
-    /// INVARIANT: borrowed mutably only by `reset_markers`, inside
-    /// `start_tracing` while `handle` is borrowed mutably; so the two PMI
-    /// entries (`handle_pmi`, `snapshot_aux`), which first check that
-    /// `handle` is free, can never find it borrowed mutably.
+    /// Borrowed mutably only by `reset_markers`, inside `start_tracing`
+    /// while `busy` is set; the PMI entries return early while `busy` is
+    /// set, so no borrow of it ever fails.
     topa: RefCell<Topa<'x>>,
-    area: &'x AuxArea<'a, ()>,
-    /// Where `PERF_RECORD_AUX` goes when a transaction ends, and for whom.
-    ring: &'x Ring<'a>,
-    record_event: Cell<FixedEvent>,
-    /// Where the trailer of `PERF_RECORD_AUX` gets its pid/tid, time and
-    /// CPU (as Linux's `perf_event_header__init_id`); without one the
-    /// trailer is `record_event`'s as given.
-    platform: Option<&'x dyn Platform>,
-    /// The open AUX transaction (`pt->handle`). Borrowed mutably only while
-    /// the driver opens or ends it, with tracing off; a PMI that finds it
-    /// borrowed has nothing to collect and returns (never a borrow panic).
-    handle: RefCell<Option<AuxHandle<'x, 'a, ()>>>,
+    /// The AUX buffer and its transactions.
+    output: O,
+    /// The open AUX transaction (`pt->handle`), if any.
+    txn: Cell<Option<AuxTransaction>>,
+    /// The driver is opening or ending the transaction, or copying a
+    /// snapshot, with tracing off: a PMI that arrives then has nothing to
+    /// collect and returns (Linux has no such PMI: a snapshot buffer has no
+    /// INT regions; a spurious one must not end the transaction under the
+    /// copy).
+    busy: Cell<bool>,
     /// PT started on this CPU: PMIs are handled and snapshots restart tracing.
     handle_nmi: Cell<bool>,
     /// A pause (`stop(PAUSE)` from a sampler's overflow) may stop the
@@ -67,7 +67,7 @@ pub struct PtPmu<'x, 'a> {
     stopped: Cell<bool>,
 }
 
-impl<'x, 'a> PtPmu<'x, 'a> {
+impl<'x, 'a> PtPmu<'x, AreaOutput<'x, 'a>> {
     /// A PMU tracing through `topa` (built over `area`'s pages) with `hw`,
     /// writing `PERF_RECORD_AUX` for `record_event` into `ring`. `EINVAL`
     /// if the tables do not cover the area.
@@ -78,25 +78,46 @@ impl<'x, 'a> PtPmu<'x, 'a> {
         area: &'x AuxArea<'a, ()>,
         ring: &'x Ring<'a>,
         record_event: FixedEvent,
-    ) -> Result<PtPmu<'x, 'a>> {
-        if topa.size() != area.size() {
+    ) -> Result<Self> {
+        PtPmu::with_output(hw, phys, topa, AreaOutput::new(area, ring, record_event))
+    }
+
+    /// The same PMU, stamping the `sample_id` trailer of its
+    /// `PERF_RECORD_AUX` records with `platform`'s current task, clock and
+    /// CPU at the time each record is written.
+    pub fn with_platform(self, platform: &'x dyn Platform) -> Self {
+        PtPmu {
+            output: self.output.with_platform(platform),
+            ..self
+        }
+    }
+}
+
+impl<'x, O: AuxOutput> PtPmu<'x, O> {
+    /// A PMU tracing through `topa` (built over `output`'s pages) with `hw`.
+    /// `EINVAL` if the tables do not cover the buffer.
+    pub fn with_output(
+        hw: &'x dyn TraceHw,
+        phys: &'x dyn PhysMap,
+        topa: Topa<'x>,
+        output: O,
+    ) -> Result<Self> {
+        if topa.size() != output.size() {
             return Err(Error::Invalid);
         }
         Ok(PtPmu {
             hw,
             phys,
             topa: RefCell::new(topa),
-            area,
-            ring,
-            record_event: Cell::new(record_event),
-            platform: None,
-            handle: RefCell::new(None),
+            single: output.is_overwrite() && output.pages().len() == 1,
+            output,
+            txn: Cell::new(None),
+            busy: Cell::new(false),
             handle_nmi: Cell::new(false),
             pause_allowed: Cell::new(false),
             resume_allowed: Cell::new(false),
             paused: Cell::new(false),
             errors: Cell::new(0),
-            single: area.is_overwrite() && area.pages().len() == 1,
             head: Cell::new(0),
             data_size: Cell::new(0),
             wrapped: Cell::new(false),
@@ -104,23 +125,9 @@ impl<'x, 'a> PtPmu<'x, 'a> {
         })
     }
 
-    /// The same PMU, stamping the `sample_id` trailer of its
-    /// `PERF_RECORD_AUX` records with `platform`'s current task, clock and
-    /// CPU at the time each record is written.
-    pub fn with_platform(mut self, platform: &'x dyn Platform) -> Self {
-        self.platform = Some(platform);
-        self
-    }
-
-    /// The event `PERF_RECORD_AUX` is written for, its trailer stamped now.
-    fn record_event(&self) -> FixedEvent {
-        let mut event = self.record_event.get();
-        if let (Some(p), Some(id)) = (self.platform, event.sample_id.as_mut()) {
-            (id.pid, id.tid) = p.current();
-            id.time = p.clock();
-            id.cpu = p.cpu();
-        }
-        event
+    /// The AUX output.
+    pub fn output(&self) -> &O {
+        &self.output
     }
 
     /// `pt_config_start`: tracing on, unless the event is paused.
@@ -153,7 +160,7 @@ impl<'x, 'a> PtPmu<'x, 'a> {
     /// The write position in the buffer, 0 up to the buffer size.
     fn position(&self) -> u64 {
         if self.single {
-            return (self.hw.output().1 >> 32) % self.area.size();
+            return (self.hw.output().1 >> 32) % self.output.size();
         }
         self.topa.borrow().offset_of(self.hw_position())
     }
@@ -161,12 +168,12 @@ impl<'x, 'a> PtPmu<'x, 'a> {
     /// Programs the output at buffer offset `head` (`pt_buffer_reset_offsets`
     /// + `pt_config_buffer`).
     fn program_output(&self, head: u64) {
-        let size = self.area.size();
+        let size = self.output.size();
         if self.single {
             let mask = 0x7f | ((size - 1) & !0x7f) | ((head & (size - 1)) << 32);
             self.hw.set_topa(false);
             self.hw
-                .set_output(self.phys.to_phys(self.area.pages()[0]), mask);
+                .set_output(self.phys.to_phys(self.output.pages()[0]), mask);
             return;
         }
         self.hw.set_topa(true);
@@ -197,21 +204,21 @@ impl<'x, 'a> PtPmu<'x, 'a> {
     /// where the consumer's data begins, INT where the consumer wants to be
     /// woken (at worst one page before the stop). `EINVAL` (TRUNCATED) when
     /// the current region cannot be filled without passing the consumer.
-    fn reset_markers(&self, handle: &mut AuxHandle<'x, 'a, ()>, head: u64) -> Result<()> {
-        let space = handle.space();
+    fn reset_markers(&self, txn: AuxTransaction, head: u64) -> Result<()> {
+        let space = txn.space;
         let pos = self.topa.borrow().position_of(head);
         let region = self.topa.borrow().entry(pos.table, pos.index).size();
         if pos.offset + space + 1 < region {
-            handle.flag(aux_flags::TRUNCATED);
+            self.output.flag(aux_flags::TRUNCATED);
             return Err(Error::Invalid);
         }
-        let nr_pages = self.area.size() / PAGE_SIZE as u64;
+        let nr_pages = self.output.size() / PAGE_SIZE as u64;
         let mut npages = space >> 12;
         if (head + space + 1) % PAGE_SIZE as u64 == 0 {
             npages += 1;
         }
         let stop_page = ((head >> 12) + npages) & (nr_pages - 1);
-        let wakeup = handle.wakeup_position() >> 12;
+        let wakeup = txn.wakeup >> 12;
         let intr_page = ((head >> 12) + npages).wrapping_sub(1).min(wakeup) & (nr_pages - 1);
         let stop = self.entry_before_page(stop_page);
         let intr = self.entry_before_page(intr_page);
@@ -229,28 +236,34 @@ impl<'x, 'a> PtPmu<'x, 'a> {
     /// `pt_event_start`: opens the AUX transaction (if none is open) and
     /// starts tracing at its head; in writable mode places the markers.
     fn start_tracing(&self) -> Result<()> {
-        let Ok(mut slot) = self.handle.try_borrow_mut() else {
+        if self.busy.replace(true) {
             return Err(Error::Busy);
-        };
-        if slot.is_none() {
-            *slot = Some(self.area.begin()?);
         }
-        let Some(handle) = slot.as_mut() else {
-            return Err(Error::Invalid);
+        let txn = match self.txn.get() {
+            Some(t) => t,
+            None => match self.output.begin() {
+                Ok(t) => {
+                    self.txn.set(Some(t));
+                    t
+                }
+                Err(e) => {
+                    self.busy.set(false);
+                    return Err(e);
+                }
+            },
         };
-        let head = handle.head();
+        let head = txn.head;
         self.head.set(head);
         self.data_size.set(0);
         self.wrapped.set(false);
-        if !self.area.is_overwrite() && self.reset_markers(handle, head).is_err() {
-            if let Some(h) = slot.take() {
-                let mut event = self.record_event();
-                h.end(0, self.ring, &mut event);
-            }
+        if !self.output.is_overwrite() && self.reset_markers(txn, head).is_err() {
+            self.txn.set(None);
+            self.output.end(0, None);
             self.stopped.set(true);
+            self.busy.set(false);
             return Err(Error::Invalid);
         }
-        drop(slot);
+        self.busy.set(false);
         self.program_output(head);
         self.stopped.set(false);
         // `pt_config`: resume before start, so as not to undo what a PMI
@@ -295,9 +308,9 @@ impl<'x, 'a> PtPmu<'x, 'a> {
     /// `pt_update_head`: how many bytes were written since the last update
     /// (writable mode), or the write position (snapshot mode).
     fn update_head(&self) {
-        let size = self.area.size();
+        let size = self.output.size();
         let base = self.position();
-        if self.area.is_overwrite() {
+        if self.output.is_overwrite() {
             self.data_size.set(base);
             return;
         }
@@ -316,22 +329,23 @@ impl<'x, 'a> PtPmu<'x, 'a> {
     fn end_transaction(&self, truncated: bool) {
         // Busy: a stop reached from inside the driver's own update (an NMI
         // cannot stop PT); that update finishes the transaction.
-        let Some(mut handle) = self.handle.try_borrow_mut().ok().and_then(|mut h| h.take()) else {
+        if self.busy.replace(true) {
             return;
-        };
-        self.update_head();
-        if truncated {
-            handle.flag(aux_flags::TRUNCATED);
         }
-        let size = if self.area.is_overwrite() {
-            handle.set_head(self.data_size.get());
-            self.area.size()
-        } else {
-            self.data_size.get()
-        };
-        self.data_size.set(0);
-        let mut event = self.record_event();
-        handle.end(size, self.ring, &mut event);
+        if self.txn.take().is_some() {
+            self.update_head();
+            if truncated {
+                self.output.flag(aux_flags::TRUNCATED);
+            }
+            let (size, head) = if self.output.is_overwrite() {
+                (self.output.size(), Some(self.data_size.get()))
+            } else {
+                (self.data_size.get(), None)
+            };
+            self.data_size.set(0);
+            self.output.end(size, head);
+        }
+        self.busy.set(false);
     }
 
     /// The ToPA PMI (`intel_pt_interrupt`, spec §F.7): stop, account for
@@ -342,16 +356,11 @@ impl<'x, 'a> PtPmu<'x, 'a> {
         if !self.handle_nmi.get() {
             return;
         }
-        match self.handle.try_borrow_mut() {
-            // A PMI inside the driver's own start or end of the transaction,
-            // or inside a snapshot's copy: tracing is off there, and that
-            // code reads the position itself. (Linux has no such PMI: a
-            // snapshot buffer has no INT regions; a spurious one must not
-            // end the transaction under the copy.)
-            Err(_) => return,
-            // No transaction: nothing to collect (`if (!event) return`).
-            Ok(slot) if slot.is_none() => return,
-            Ok(_) => {}
+        // Inside the driver's own start or end of the transaction, or a
+        // snapshot's copy (see `busy`); or no transaction to collect
+        // (`if (!event) return`).
+        if self.busy.get() || self.txn.get().is_none() {
+            return;
         }
         self.config_stop();
         let truncated = self.handle_status();
@@ -383,7 +392,7 @@ impl<'x, 'a> PtPmu<'x, 'a> {
     }
 }
 
-impl Pmu for PtPmu<'_, '_> {
+impl<O: AuxOutput> Pmu for PtPmu<'_, O> {
     fn caps(&self) -> PmuCaps {
         PmuCaps::AUX
             | PmuCaps::SNAPSHOT_AUX
@@ -394,7 +403,7 @@ impl Pmu for PtPmu<'_, '_> {
 
     fn add(&self, event: &EventInfo<'_>, flags: u32) -> Result<()> {
         // One PT event per CPU.
-        if self.handle.try_borrow().map_or(true, |h| h.is_some()) {
+        if self.busy.get() || self.txn.get().is_some() {
             return Err(Error::Busy);
         }
         self.paused.set(event.aux_paused);
@@ -450,29 +459,28 @@ impl Pmu for PtPmu<'_, '_> {
 
     fn snapshot_aux(&self, _event: &EventInfo<'_>, sink: &mut dyn OutputSink, size: u64) -> i64 {
         // No transaction open on this CPU, or a writable buffer: Linux WARNs
-        // and copies nothing (spec H.4 C10, C11).
-        let Ok(slot) = self.handle.try_borrow() else {
-            return 0;
-        };
-        let Some(handle) = slot.as_ref() else {
-            return 0;
-        };
-        if size == 0 || !self.area.is_overwrite() {
+        // and copies nothing (spec H.4 C10, C11). Inside the driver's own
+        // update (`busy`) there is nothing consistent to copy either.
+        if self.busy.get() || self.txn.get().is_none() || size == 0 || !self.output.is_overwrite() {
             return 0;
         }
+        self.busy.set(true);
         // No pause or resume touches the tracer while the bytes are copied.
         self.pause_allowed.set(false);
         self.resume_allowed.set(false);
         // Unconditionally (d92792a4b26e): stop, so the bytes are in memory.
         self.config_stop();
         let to = self.position();
-        let bufsize = self.area.size();
+        let bufsize = self.output.size();
         let size = size.min(bufsize);
         let from = (to + bufsize - size) % bufsize;
-        let n = match copy_aux(handle, sink, from, to) {
+        // SAFETY: the pages are valid while the transaction is open (the
+        // `AuxOutput` contract) and the tracer is stopped for the copy.
+        let n = match unsafe { copy_aux_pages(self.output.pages(), sink, from, to) } {
             Ok(n) => n as i64,
             Err(e) => i64::from(e.errno()),
         };
+        self.busy.set(false);
         // `handle_nmi` says whether tracing was on: restart it (unless the
         // event is paused), re-allowing resume before and pause after.
         if self.handle_nmi.get() {
