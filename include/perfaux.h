@@ -22,6 +22,17 @@
 #define PERFAUX_ATTR_SIZE 136
 
 /**
+ * `perfaux_aux_config.flags`: overwrite (snapshot) mode, a read-only AUX
+ * mapping in Linux: the tracer writes on, whatever was read.
+ */
+#define PERFAUX_AUX_OVERWRITE (1 << 0)
+
+/**
+ * Words of `struct perfaux_aux_area`.
+ */
+#define PERFAUX_AUX_AREA_WORDS 24
+
+/**
  * The PMU has an AUX area (Linux: it implements `setup_aux`).
  */
 #define PERFAUX_CAP_AUX (1 << 0)
@@ -77,6 +88,91 @@
 #define PERFAUX_CAP_AUX_NO_SG (1 << 10)
 
 /**
+ * Words of `struct perfaux_pt`.
+ */
+#define PERFAUX_PT_WORDS 96
+
+/**
+ * `PERF_EF_START` (add: start right away).
+ */
+#define PERFAUX_EF_START 1
+
+/**
+ * `PERF_EF_RELOAD`.
+ */
+#define PERFAUX_EF_RELOAD 2
+
+/**
+ * `PERF_EF_UPDATE` (stop/del: publish what was traced).
+ */
+#define PERFAUX_EF_UPDATE 4
+
+/**
+ * `PERF_EF_PAUSE` (stop: pause the trace, `aux_pause`).
+ */
+#define PERFAUX_EF_PAUSE 8
+
+/**
+ * `PERF_EF_RESUME` (start: resume the trace, `aux_resume`).
+ */
+#define PERFAUX_EF_RESUME 16
+
+/**
+ * `perfaux_trace_event.kind`: a conditional branch; `arg` 1 taken, 0 not.
+ */
+#define PERFAUX_TRACE_BRANCH 1
+
+/**
+ * An indirect branch or return to `a` (TIP).
+ */
+#define PERFAUX_TRACE_INDIRECT 2
+
+/**
+ * An asynchronous event (interrupt, exception) at `a` to `b` (FUP + TIP).
+ */
+#define PERFAUX_TRACE_ASYNC 3
+
+/**
+ * Tracing begins at `a` (TIP.PGE).
+ */
+#define PERFAUX_TRACE_ENABLE 4
+
+/**
+ * Tracing ends (TIP.PGD), at `a` if `arg` is 1.
+ */
+#define PERFAUX_TRACE_DISABLE 5
+
+/**
+ * The execution mode changes (MODE.Exec): `arg` 16, 32 or 64.
+ */
+#define PERFAUX_TRACE_MODE 6
+
+/**
+ * Time: the TSC is `a` (TSC).
+ */
+#define PERFAUX_TRACE_TIME 7
+
+/**
+ * The core:bus ratio is `arg` (CBR).
+ */
+#define PERFAUX_TRACE_FREQUENCY 8
+
+/**
+ * A mini time counter tick with CTC bits `arg` (MTC).
+ */
+#define PERFAUX_TRACE_TICK 9
+
+/**
+ * Padding (PAD).
+ */
+#define PERFAUX_TRACE_PAD 10
+
+/**
+ * The tracer lost packets (OVF).
+ */
+#define PERFAUX_TRACE_OVERFLOW 11
+
+/**
  * `perfaux_ring_config.flags`: overwrite mode (a read-only mapping in
  * Linux): the writer never waits for `data_tail`.
  */
@@ -103,14 +199,14 @@
 #define PERFAUX_CONSUMER_WORDS 16
 
 /**
- * Storage of a ring. Opaque: only its size and alignment matter.
+ * Storage of an AUX area. Opaque.
  */
-typedef struct perfaux_ring {
+typedef struct perfaux_aux_area {
   /**
    * Opaque.
    */
-  uint64_t opaque[PERFAUX_RING_WORDS];
-} perfaux_ring;
+  uint64_t opaque[PERFAUX_AUX_AREA_WORDS];
+} perfaux_aux_area;
 
 /**
  * Called when the consumer should be woken (from the outermost writer's
@@ -128,12 +224,12 @@ typedef struct perfaux_wakeup {
 } perfaux_wakeup;
 
 /**
- * How a ring behaves; all zero is a writable forward ring with the
- * watermark at half the data size and nobody to wake.
+ * How an AUX area behaves; all zero is a writable area with the watermark
+ * at half its size and nobody to wake.
  */
-typedef struct perfaux_ring_config {
+typedef struct perfaux_aux_config {
   /**
-   * `PERFAUX_RING_*` bits.
+   * `PERFAUX_AUX_*` bits.
    */
   uint32_t flags;
   /**
@@ -141,24 +237,34 @@ typedef struct perfaux_ring_config {
    */
   uint32_t reserved;
   /**
-   * Wake the consumer every this many bytes (0: half the data size).
+   * Wake the consumer every this many bytes (writable mode; 0: half).
    */
   uint64_t watermark;
   /**
    * The wakeup callback.
    */
   struct perfaux_wakeup wakeup;
-} perfaux_ring_config;
+} perfaux_aux_config;
 
 /**
- * Storage of an output handle (one record being written). Opaque.
+ * Storage of a PT PMU. Opaque.
  */
-typedef struct perfaux_output_handle {
+typedef struct perfaux_pt {
   /**
    * Opaque.
    */
-  uint64_t opaque[PERFAUX_OUTPUT_HANDLE_WORDS];
-} perfaux_output_handle;
+  uint64_t opaque[PERFAUX_PT_WORDS];
+} perfaux_pt;
+
+/**
+ * Storage of a ring. Opaque: only its size and alignment matter.
+ */
+typedef struct perfaux_ring {
+  /**
+   * Opaque.
+   */
+  uint64_t opaque[PERFAUX_RING_WORDS];
+} perfaux_ring;
 
 /**
  * The `sample_id` trailer of a non-sample record (with `sample_id_all`):
@@ -222,6 +328,155 @@ typedef struct perfaux_output_event {
    */
   struct perfaux_sample_id sample_id;
 } perfaux_output_event;
+
+/**
+ * The platform: interrupt masking, CPU id, clock and current task (to
+ * stamp `PERF_RECORD_AUX` trailers). Every callback may run in NMI context.
+ */
+typedef struct perfaux_platform {
+  /**
+   * The current CPU.
+   */
+  uint32_t (*cpu)(void *ctx);
+  /**
+   * The perf clock now.
+   */
+  uint64_t (*clock)(void *ctx);
+  /**
+   * The current task's process and thread ids.
+   */
+  void (*current)(void *ctx, uint32_t *pid, uint32_t *tid);
+  /**
+   * Masks interrupts; returns what `irq_restore` needs.
+   */
+  size_t (*irq_save)(void *ctx);
+  /**
+   * Restores the interrupt state `irq_save` returned.
+   */
+  void (*irq_restore)(void *ctx, size_t state);
+  /**
+   * Their argument.
+   */
+  void *ctx;
+} perfaux_platform;
+
+/**
+ * Translates between the addresses the CPU uses and physical addresses,
+ * for the ToPA tables (`virt_to_phys`/`phys_to_virt` in a kernel). Both
+ * NULL: addresses are their own physical addresses (a host process).
+ */
+typedef struct perfaux_phys_map {
+  /**
+   * The physical address of `virt`.
+   */
+  uint64_t (*to_phys)(void *ctx, const void *virt);
+  /**
+   * The address for `phys`.
+   */
+  void *(*to_virt)(void *ctx, uint64_t phys);
+  /**
+   * Their argument.
+   */
+  void *ctx;
+} perfaux_phys_map;
+
+/**
+ * The AUX transactions of a buffer C owns (a kernel's: `begin` is
+ * `perf_aux_output_begin`, `flag` `perf_aux_output_flag`, `end`
+ * `perf_aux_output_end` after setting `handle->head` when `has_head`).
+ * Called from the PMU callbacks and the PMI, never nested.
+ */
+typedef struct perfaux_aux_ops {
+  /**
+   * Opens a transaction; fills its head, the bytes it may write, and the
+   * position where the consumer wants a wakeup; 0 or a negative errno.
+   */
+  int (*begin)(void *ctx, uint64_t *head, uint64_t *space, uint64_t *wakeup);
+  /**
+   * Adds `PERF_AUX_FLAG_*` bits to the open transaction.
+   */
+  void (*flag)(void *ctx, uint64_t flags);
+  /**
+   * Ends it with `size` new bytes (in overwrite mode, after moving the
+   * head to `head` when `has_head` is 1).
+   */
+  void (*end)(void *ctx, uint64_t size, int has_head, uint64_t head);
+  /**
+   * Their argument.
+   */
+  void *ctx;
+} perfaux_aux_ops;
+
+/**
+ * Where `snapshot_aux` writes: `copy` takes `len` bytes and returns how
+ * many it could **not** take (0 when all went in), like the kernel's
+ * `perf_output_copy`. Called from PMI context.
+ */
+typedef struct perfaux_sink {
+  /**
+   * The copy callback.
+   */
+  size_t (*copy)(void *ctx, const void *bytes, size_t len);
+  /**
+   * Its argument.
+   */
+  void *ctx;
+} perfaux_sink;
+
+/**
+ * One thing that happened on the traced CPU, for `perfaux_pt_trace`.
+ */
+typedef struct perfaux_trace_event {
+  /**
+   * `PERFAUX_TRACE_*`.
+   */
+  uint32_t kind;
+  /**
+   * A small argument (see the kind).
+   */
+  uint32_t arg;
+  /**
+   * An address or time (see the kind).
+   */
+  uint64_t a;
+  /**
+   * A second address (`PERFAUX_TRACE_ASYNC`).
+   */
+  uint64_t b;
+} perfaux_trace_event;
+
+/**
+ * How a ring behaves; all zero is a writable forward ring with the
+ * watermark at half the data size and nobody to wake.
+ */
+typedef struct perfaux_ring_config {
+  /**
+   * `PERFAUX_RING_*` bits.
+   */
+  uint32_t flags;
+  /**
+   * Reserved, must be 0.
+   */
+  uint32_t reserved;
+  /**
+   * Wake the consumer every this many bytes (0: half the data size).
+   */
+  uint64_t watermark;
+  /**
+   * The wakeup callback.
+   */
+  struct perfaux_wakeup wakeup;
+} perfaux_ring_config;
+
+/**
+ * Storage of an output handle (one record being written). Opaque.
+ */
+typedef struct perfaux_output_handle {
+  /**
+   * Opaque.
+   */
+  uint64_t opaque[PERFAUX_OUTPUT_HANDLE_WORDS];
+} perfaux_output_handle;
 
 /**
  * Storage of a consumer (the reader of a writable ring). Opaque.
@@ -293,6 +548,187 @@ int perfaux_event_check(const void *attr,
                         uint32_t pmu_caps,
                         const void *leader_attr,
                         uint32_t leader_caps);
+
+/**
+ * Initializes an AUX area of `nr_pages` 4 KiB pages (`pages`, one pointer
+ * per page in buffer order, a power of two of them) attached to a ring's
+ * `user_page` (initialize the ring first): it sets `aux_offset`/`aux_size`
+ * and the AUX head and tail words there. `config` NULL: all defaults.
+ *
+ * Returns 0, `-EINVAL` for a NULL or misaligned `area` or `user_page`, no
+ * pages, a page count that is not a power of two, a NULL page, unknown
+ * flags or reserved fields, `-EBUSY` if `area` is initialized.
+ *
+ * # Safety
+ * `area` must be valid for writes of `sizeof(struct perfaux_aux_area)`
+ * bytes and not move until `perfaux_aux_area_fini`; the user page, the
+ * page array and the pages must stay valid until then, used by nothing
+ * but the engine (and a consumer reading below `aux_head`).
+ */
+int perfaux_aux_area_init(struct perfaux_aux_area *area,
+                          void *user_page,
+                          void *const *pages,
+                          size_t nr_pages,
+                          const struct perfaux_aux_config *config);
+
+/**
+ * Tears an AUX area down. No transaction may be open on it. Returns 0, or
+ * `-EINVAL` if `area` is not an initialized area.
+ *
+ * # Safety
+ * `area` must be NULL or point to `struct perfaux_aux_area` storage.
+ */
+int perfaux_aux_area_fini(struct perfaux_aux_area *area);
+
+/**
+ * Initializes a PT PMU tracing into a perfaux AUX `area` (initialized over
+ * `ring`'s user page), writing `PERF_RECORD_AUX` for `event` into `ring`,
+ * its trailer stamped by `platform` (NULL: as `event` gives it). ToPA
+ * tables go into `tables` (`nr_tables` 4 KiB-aligned pages; one holds 506
+ * regions); a PSB+ is written every `psb_period` bytes (256 to 1 MiB).
+ * `phys` NULL: identity.
+ *
+ * Returns 0, `-EINVAL` for bad arguments (NULL or misaligned storage, a
+ * ring or area not initialized, a malformed event, one of the two phys
+ * callbacks only), `-ENOMEM` if the tables are too few, `-EBUSY` if `pt`
+ * is initialized.
+ *
+ * # Safety
+ * `pt` valid for writes of `sizeof(struct perfaux_pt)` bytes and not moved
+ * until `perfaux_pt_fini`; `tables` valid as said for as long; `ring` and
+ * `area` initialized and outliving the PMU; the pointers to structs NULL
+ * or readable.
+ */
+int perfaux_pt_init_area(struct perfaux_pt *pt,
+                         void *tables,
+                         size_t nr_tables,
+                         const struct perfaux_aux_area *area,
+                         const struct perfaux_ring *ring,
+                         const struct perfaux_output_event *event,
+                         const struct perfaux_platform *platform,
+                         const struct perfaux_phys_map *phys,
+                         uint64_t psb_period);
+
+/**
+ * Initializes a PT PMU tracing into a buffer whose transactions C runs
+ * through `ops` (a kernel module: the pages `setup_aux` received):
+ * `nr_pages` 4 KiB pages (`pages`, one pointer per page, a power of two),
+ * overwrite (snapshot) mode if `overwrite` is 1. Tables, `psb_period` and
+ * `phys` as for `perfaux_pt_init_area` (a kernel passes its
+ * `virt_to_phys`/`phys_to_virt`).
+ *
+ * Returns 0, `-EINVAL` for bad arguments (NULL ops callbacks included),
+ * `-ENOMEM` if the tables are too few, `-EBUSY` if `pt` is initialized.
+ *
+ * # Safety
+ * As `perfaux_pt_init_area`; the page array and the pages must stay valid
+ * until `perfaux_pt_fini`, written by nothing but the tracer.
+ */
+int perfaux_pt_init_ops(struct perfaux_pt *pt,
+                        void *tables,
+                        size_t nr_tables,
+                        void *const *pages,
+                        size_t nr_pages,
+                        int overwrite,
+                        const struct perfaux_aux_ops *ops,
+                        const struct perfaux_phys_map *phys,
+                        uint64_t psb_period);
+
+/**
+ * Tears a PT PMU down; it must be stopped (`perfaux_pt_del`) first.
+ * Returns 0, `-EBUSY` while an AUX transaction is open, `-EINVAL` if `pt`
+ * is not an initialized PMU.
+ *
+ * # Safety
+ * `pt` NULL or PT storage.
+ */
+int perfaux_pt_fini(struct perfaux_pt *pt);
+
+/**
+ * `pmu->add`: puts the PT event on this CPU (one at a time) and, with
+ * `PERFAUX_EF_START`, opens an AUX transaction and starts tracing (not if
+ * `aux_paused`). Returns 0, `-EBUSY` if an event is on already, `-EINVAL`
+ * for a bad `pt` or flags, or the error that kept it from starting
+ * (`-ENOSPC`: no room in the buffer).
+ *
+ * # Safety
+ * `pt` NULL or PT storage; called on the PMU's CPU with interrupts masked.
+ */
+int perfaux_pt_add(struct perfaux_pt *pt, uint32_t flags, uint32_t aux_paused);
+
+/**
+ * `pmu->del`: stops tracing and ends the transaction (a `PERF_RECORD_AUX`
+ * or the `end` callback). Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * As `perfaux_pt_add`.
+ */
+int perfaux_pt_del(struct perfaux_pt *pt, uint32_t flags);
+
+/**
+ * `pmu->start`: starts tracing (a new transaction if none is open), or
+ * with `PERFAUX_EF_RESUME` resumes a paused trace (`aux_paused` is the
+ * event's `hw.aux_paused` after the change). Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * As `perfaux_pt_add`; `RESUME` may come from PMI context.
+ */
+int perfaux_pt_start(struct perfaux_pt *pt, uint32_t flags, uint32_t aux_paused);
+
+/**
+ * `pmu->stop`: stops tracing (with `PERFAUX_EF_UPDATE`, ending the
+ * transaction), or with `PERFAUX_EF_PAUSE` pauses it. Returns 0 or
+ * `-EINVAL`.
+ *
+ * # Safety
+ * As `perfaux_pt_add`; `PAUSE` may come from PMI context.
+ */
+int perfaux_pt_stop(struct perfaux_pt *pt, uint32_t flags, uint32_t aux_paused);
+
+/**
+ * `pmu->snapshot_aux` (Linux's `pt_event_snapshot_aux`): stops tracing,
+ * copies the newest `size` bytes of the buffer, ending at the write
+ * position, into `sink`, and restarts tracing if it was on (and not
+ * paused). Returns the bytes copied; 0 with no open transaction, a
+ * writable buffer, or from inside the driver's own update; `-EFAULT` if
+ * the sink took fewer bytes; `-EINVAL` for a bad `pt` or sink.
+ *
+ * # Safety
+ * `pt` NULL or PT storage; `sink` NULL or readable; called on the PMU's
+ * CPU from PMI context or with interrupts masked.
+ */
+int64_t perfaux_pt_snapshot_aux(struct perfaux_pt *pt,
+                                const struct perfaux_sink *sink,
+                                uint64_t size);
+
+/**
+ * The ToPA PMI handler (`intel_pt_interrupt`): stops, ends the
+ * transaction with what was written, begins the next and traces on (unless
+ * stopped). Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `pt` NULL or PT storage; called from the PMI on the PMU's CPU.
+ */
+int perfaux_pt_handle_pmi(struct perfaux_pt *pt);
+
+/**
+ * Feeds the software tracer: the packets for `event` go to the buffer
+ * while tracing is on. Returns the number of ToPA PMIs the writes raised
+ * (INT regions filled; call `perfaux_pt_handle_pmi` for them), or
+ * `-EINVAL` for a bad `pt`, a NULL or unknown event.
+ *
+ * # Safety
+ * `pt` NULL or PT storage; `event` NULL or readable; on the PMU's CPU.
+ */
+int perfaux_pt_trace(struct perfaux_pt *pt, const struct perfaux_trace_event *event);
+
+/**
+ * Bytes the tracer has written so far, or `-EINVAL` for a bad `pt`.
+ *
+ * # Safety
+ * `pt` NULL or PT storage.
+ */
+int64_t perfaux_pt_written(const struct perfaux_pt *pt);
 
 /**
  * Initializes a ring over caller memory: `user_page` (the 4 KiB

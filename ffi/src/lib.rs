@@ -22,11 +22,15 @@
 #![allow(non_camel_case_types)] // C type names, as the header spells them
 
 mod attr;
+mod aux;
 mod caps;
 #[cfg(target_os = "none")]
 mod panic;
+mod pt;
 mod ring;
 
 pub use attr::*;
+pub use aux::*;
 pub use caps::*;
+pub use pt::*;
 pub use ring::*;

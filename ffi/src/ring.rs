@@ -122,7 +122,7 @@ const HANDLE_LIVE: u64 = 0x7065_7266_6f75_7470; // "perfoutp"
 const CONSUMER_LIVE: u64 = 0x7065_7266_636f_6e73; // "perfcons"
 
 /// The C callback as the engine's wakeup.
-struct CWakeup(perfaux_wakeup);
+pub(crate) struct CWakeup(pub(crate) perfaux_wakeup);
 
 // SAFETY: the ring calls the callback from the writers of its own CPU; the
 // C contract of `perfaux_ring_init` makes `ctx` usable from there.
@@ -166,7 +166,7 @@ const _: () = {
 };
 
 /// Whether `p` is non-null and aligned for `T`.
-fn usable<T>(p: *const T) -> bool {
+pub(crate) fn usable<T>(p: *const T) -> bool {
     !p.is_null() && p.is_aligned()
 }
 
@@ -318,7 +318,7 @@ pub unsafe extern "C" fn perfaux_ring_fini(ring: *mut perfaux_ring) -> c_int {
 }
 
 /// The engine's view of a C output event; `None` if it is malformed.
-fn fixed_event(e: &perfaux_output_event) -> Option<FixedEvent> {
+pub(crate) fn fixed_event(e: &perfaux_output_event) -> Option<FixedEvent> {
     let ids = sample_type::TID
         | sample_type::TIME
         | sample_type::ID
