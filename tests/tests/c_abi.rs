@@ -126,3 +126,60 @@ fn ring_writes_reader_lost_records_and_bad_inputs() {
     let out = run_c("ring");
     assert!(out.starts_with("ring: 500 records"), "{out}");
 }
+
+#[test]
+fn pt_snapshot_through_a_c_sink_full_trace_through_c_transactions_and_bad_inputs() {
+    let out = run_c("pt");
+    assert!(out.contains("pt snapshot: "), "{out}");
+    assert!(out.contains("nothing lost"), "{out}");
+    assert!(out.contains("bad inputs refused"), "{out}");
+}
+
+/// The header under `__KERNEL__` includes only `<linux/types.h>`: it
+/// compiles with no C library at all, given the types the kernel's
+/// `linux/types.h` defines.
+#[test]
+fn the_header_compiles_in_a_kernel_build() {
+    let dir = std::env::temp_dir().join(format!("perfaux-kernel-h-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("linux")).unwrap();
+    std::fs::write(
+        dir.join("linux/types.h"),
+        "/* the types the kernel's linux/types.h gives */\n\
+         typedef unsigned char uint8_t; typedef unsigned short uint16_t;\n\
+         typedef unsigned int uint32_t; typedef unsigned long long uint64_t;\n\
+         typedef int int32_t; typedef long long int64_t;\n\
+         typedef unsigned long size_t; typedef long ptrdiff_t; typedef unsigned long uintptr_t;\n\
+         typedef _Bool bool;\n",
+    )
+    .unwrap();
+    let probe = dir.join("probe.c");
+    std::fs::write(
+        &probe,
+        "#include \"perfaux.h\"\n\
+         int probe(perfaux_pt *pt) { return perfaux_pt_handle_pmi(pt) + PERFAUX_EF_UPDATE; }\n",
+    )
+    .unwrap();
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+    let out = Command::new(&cc)
+        .args([
+            "-std=gnu11",
+            "-ffreestanding",
+            "-nostdinc",
+            "-D__KERNEL__",
+            "-Wall",
+            "-Werror",
+        ])
+        .args(["-fsyntax-only", "-I"])
+        .arg(&dir)
+        .arg("-I")
+        .arg(root().join("include"))
+        .arg(&probe)
+        .output()
+        .expect("the C compiler runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
