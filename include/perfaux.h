@@ -88,6 +88,11 @@
 #define PERFAUX_CAP_AUX_NO_SG (1 << 10)
 
 /**
+ * Words of `struct perfaux_event`.
+ */
+#define PERFAUX_EVENT_WORDS 64
+
+/**
  * Words of `struct perfaux_pt`.
  */
 #define PERFAUX_PT_WORDS 96
@@ -247,6 +252,75 @@ typedef struct perfaux_aux_config {
 } perfaux_aux_config;
 
 /**
+ * Storage of an event. Opaque.
+ */
+typedef struct perfaux_event {
+  /**
+   * Opaque.
+   */
+  uint64_t opaque[PERFAUX_EVENT_WORDS];
+} perfaux_event;
+
+/**
+ * Where `snapshot_aux` writes: `copy` takes `len` bytes and returns how
+ * many it could **not** take (0 when all went in), like the kernel's
+ * `perf_output_copy`. Called from PMI context.
+ */
+typedef struct perfaux_sink {
+  /**
+   * The copy callback.
+   */
+  size_t (*copy)(void *ctx, const void *bytes, size_t len);
+  /**
+   * Its argument.
+   */
+  void *ctx;
+} perfaux_sink;
+
+/**
+ * A PMU whose callbacks are C functions (a counter, say). `caps` are
+ * `PERFAUX_CAP_*` bits. A NULL callback does nothing (`add` succeeds,
+ * `snapshot_aux` copies nothing). Every callback gets the event's id; all
+ * run on the event's CPU with interrupts masked, `snapshot_aux` (and
+ * `start`/`stop` with `PERFAUX_EF_RESUME`/`PAUSE`) possibly in PMI context.
+ */
+typedef struct perfaux_pmu_ops {
+  /**
+   * `PERFAUX_CAP_*` bits.
+   */
+  uint32_t caps;
+  /**
+   * Reserved, must be 0.
+   */
+  uint32_t reserved;
+  /**
+   * `pmu->add`: 0 or a negative errno.
+   */
+  int (*add)(void *ctx, uint64_t id, uint32_t flags, uint32_t aux_paused);
+  /**
+   * `pmu->del`.
+   */
+  void (*del)(void *ctx, uint64_t id, uint32_t flags);
+  /**
+   * `pmu->start`.
+   */
+  void (*start)(void *ctx, uint64_t id, uint32_t flags, uint32_t aux_paused);
+  /**
+   * `pmu->stop`.
+   */
+  void (*stop)(void *ctx, uint64_t id, uint32_t flags, uint32_t aux_paused);
+  /**
+   * `pmu->snapshot_aux`: copy at most `size` of the newest AUX bytes into
+   * `sink`; return the byte count or a negative errno.
+   */
+  int64_t (*snapshot_aux)(void *ctx, uint64_t id, const struct perfaux_sink *sink, uint64_t size);
+  /**
+   * Their argument.
+   */
+  void *ctx;
+} perfaux_pmu_ops;
+
+/**
  * Storage of a PT PMU. Opaque.
  */
 typedef struct perfaux_pt {
@@ -265,6 +339,117 @@ typedef struct perfaux_ring {
    */
   uint64_t opaque[PERFAUX_RING_WORDS];
 } perfaux_ring;
+
+/**
+ * The platform: interrupt masking, CPU id, clock and current task (to
+ * stamp `PERF_RECORD_AUX` trailers). Every callback may run in NMI context.
+ */
+typedef struct perfaux_platform {
+  /**
+   * The current CPU.
+   */
+  uint32_t (*cpu)(void *ctx);
+  /**
+   * The perf clock now.
+   */
+  uint64_t (*clock)(void *ctx);
+  /**
+   * The current task's process and thread ids.
+   */
+  void (*current)(void *ctx, uint32_t *pid, uint32_t *tid);
+  /**
+   * Masks interrupts; returns what `irq_restore` needs.
+   */
+  size_t (*irq_save)(void *ctx);
+  /**
+   * Restores the interrupt state `irq_save` returned.
+   */
+  void (*irq_restore)(void *ctx, size_t state);
+  /**
+   * Their argument.
+   */
+  void *ctx;
+} perfaux_platform;
+
+/**
+ * What the PMI knows about a sample: the payload fields. TID, TIME, ID,
+ * STREAM_ID and CPU come from the event and the platform, as in Linux;
+ * READ, BRANCH_STACK, REGS_*, STACK_USER are written empty from C.
+ */
+typedef struct perfaux_sample_data {
+  /**
+   * `header.misc` (`PERF_RECORD_MISC_*`).
+   */
+  uint16_t misc;
+  /**
+   * Reserved, must be 0.
+   */
+  uint16_t reserved0;
+  /**
+   * Reserved, must be 0.
+   */
+  uint32_t reserved1;
+  /**
+   * IP.
+   */
+  uint64_t ip;
+  /**
+   * ADDR.
+   */
+  uint64_t addr;
+  /**
+   * PERIOD.
+   */
+  uint64_t period;
+  /**
+   * WEIGHT.
+   */
+  uint64_t weight;
+  /**
+   * DATA_SRC.
+   */
+  uint64_t data_src;
+  /**
+   * TRANSACTION.
+   */
+  uint64_t transaction;
+  /**
+   * PHYS_ADDR.
+   */
+  uint64_t phys_addr;
+  /**
+   * CGROUP.
+   */
+  uint64_t cgroup;
+  /**
+   * DATA_PAGE_SIZE.
+   */
+  uint64_t data_page_size;
+  /**
+   * CODE_PAGE_SIZE.
+   */
+  uint64_t code_page_size;
+  /**
+   * CALLCHAIN entries (NULL if `callchain_len` is 0).
+   */
+  const uint64_t *callchain;
+  /**
+   * Their number.
+   */
+  size_t callchain_len;
+  /**
+   * RAW bytes (NULL if none: an empty RAW is written).
+   */
+  const void *raw;
+  /**
+   * Their number.
+   */
+  uint32_t raw_len;
+  /**
+   * Reserved, must be 0.
+   */
+  uint32_t reserved2;
+} perfaux_sample_data;
 
 /**
  * The `sample_id` trailer of a non-sample record (with `sample_id_all`):
@@ -330,37 +515,6 @@ typedef struct perfaux_output_event {
 } perfaux_output_event;
 
 /**
- * The platform: interrupt masking, CPU id, clock and current task (to
- * stamp `PERF_RECORD_AUX` trailers). Every callback may run in NMI context.
- */
-typedef struct perfaux_platform {
-  /**
-   * The current CPU.
-   */
-  uint32_t (*cpu)(void *ctx);
-  /**
-   * The perf clock now.
-   */
-  uint64_t (*clock)(void *ctx);
-  /**
-   * The current task's process and thread ids.
-   */
-  void (*current)(void *ctx, uint32_t *pid, uint32_t *tid);
-  /**
-   * Masks interrupts; returns what `irq_restore` needs.
-   */
-  size_t (*irq_save)(void *ctx);
-  /**
-   * Restores the interrupt state `irq_save` returned.
-   */
-  void (*irq_restore)(void *ctx, size_t state);
-  /**
-   * Their argument.
-   */
-  void *ctx;
-} perfaux_platform;
-
-/**
  * Translates between the addresses the CPU uses and physical addresses,
  * for the ToPA tables (`virt_to_phys`/`phys_to_virt` in a kernel). Both
  * NULL: addresses are their own physical addresses (a host process).
@@ -406,22 +560,6 @@ typedef struct perfaux_aux_ops {
    */
   void *ctx;
 } perfaux_aux_ops;
-
-/**
- * Where `snapshot_aux` writes: `copy` takes `len` bytes and returns how
- * many it could **not** take (0 when all went in), like the kernel's
- * `perf_output_copy`. Called from PMI context.
- */
-typedef struct perfaux_sink {
-  /**
-   * The copy callback.
-   */
-  size_t (*copy)(void *ctx, const void *bytes, size_t len);
-  /**
-   * Its argument.
-   */
-  void *ctx;
-} perfaux_sink;
 
 /**
  * One thing that happened on the traced CPU, for `perfaux_pt_trace`.
@@ -579,6 +717,141 @@ int perfaux_aux_area_init(struct perfaux_aux_area *area,
  * `area` must be NULL or point to `struct perfaux_aux_area` storage.
  */
 int perfaux_aux_area_fini(struct perfaux_aux_area *area);
+
+/**
+ * Opens an event on `pmu` in `ev`, as `perf_event_open` does after the
+ * copy-in: `attr` is a normalized 136-byte attr (`perfaux_attr_copy`'s
+ * output); `leader` the group leader (NULL: alone), `parent` the parent of
+ * an inherited child (NULL: none); then call `perfaux_event_join_group`
+ * for a sibling.
+ *
+ * Returns 0, or the errno of the first open-time rule that refuses it
+ * (`-EINVAL`, `-EOPNOTSUPP`, ... as Linux), `-EINVAL` for bad arguments,
+ * `-EBUSY` if `ev` is open.
+ *
+ * # Safety
+ * `ev` valid for writes of `sizeof(struct perfaux_event)` bytes, not moved
+ * until `perfaux_event_fini`; `attr` readable for 136 bytes; `pmu`,
+ * `leader`, `parent` NULL or valid, outliving the event.
+ */
+int perfaux_event_open(struct perfaux_event *ev,
+                       const void *attr,
+                       const struct perfaux_pmu_ops *pmu,
+                       uint64_t id,
+                       int32_t cpu,
+                       const struct perfaux_event *leader,
+                       const struct perfaux_event *parent);
+
+/**
+ * Opens an event on the PT PMU `pt` (an AUX leader, typically); as
+ * `perfaux_event_open` otherwise.
+ *
+ * # Safety
+ * As `perfaux_event_open`; `pt` an initialized PT PMU outliving the event.
+ */
+int perfaux_event_open_pt(struct perfaux_event *ev,
+                          const void *attr,
+                          const struct perfaux_pt *pt,
+                          uint64_t id,
+                          int32_t cpu,
+                          const struct perfaux_event *leader,
+                          const struct perfaux_event *parent);
+
+/**
+ * Adds an opened sibling to its leader's group (`perf_group_attach`).
+ * Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `ev` NULL or event storage.
+ */
+int perfaux_event_join_group(struct perfaux_event *ev);
+
+/**
+ * Gives the event its own buffer: `ring` and, for an AUX event, `area`
+ * (NULL: none), as mapping its fd does. Set-up path: no PMI of this event
+ * may run meanwhile. Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `ev` NULL or event storage; `ring` and `area` NULL or initialized,
+ * outliving the event.
+ */
+int perfaux_event_set_buffer(struct perfaux_event *ev,
+                             const struct perfaux_ring *ring,
+                             const struct perfaux_aux_area *area);
+
+/**
+ * Redirects the event's output into `target`'s buffer
+ * (`PERF_EVENT_IOC_SET_OUTPUT`). Returns 0 or the errno Linux gives
+ * (`-EINVAL` for a target on another CPU, with another clock, ...).
+ *
+ * # Safety
+ * Both NULL or event storage; `target` outlives `ev`.
+ */
+int perfaux_event_set_output(struct perfaux_event *ev, const struct perfaux_event *target);
+
+/**
+ * Schedules the event, and a leader's group, on the platform's CPU
+ * (`event_sched_in`). Returns 0, `-EINVAL` for bad arguments, or the
+ * PMU's refusal.
+ *
+ * # Safety
+ * `ev` NULL or event storage; `platform` readable; interrupts masked.
+ */
+int perfaux_event_sched_in(struct perfaux_event *ev, const struct perfaux_platform *platform);
+
+/**
+ * Takes the event (and a leader's group) off its PMU. Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `ev` NULL or event storage; interrupts masked.
+ */
+int perfaux_event_sched_out(struct perfaux_event *ev);
+
+/**
+ * Enables a disabled (or errored) event (`PERF_EVENT_IOC_ENABLE`).
+ * Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `ev` NULL or event storage.
+ */
+int perfaux_event_enable(struct perfaux_event *ev);
+
+/**
+ * The samples the event's ring refused, or `-EINVAL`.
+ *
+ * # Safety
+ * `ev` NULL or event storage.
+ */
+int64_t perfaux_event_lost_samples(const struct perfaux_event *ev);
+
+/**
+ * The overflow of a sampling event, from PMI context: pauses the AUX
+ * leader first if `aux_pause`, writes the sample (with `aux_sample_size`,
+ * the AUX block from the leader PMU's `snapshot_aux`) into the event's
+ * output buffer, resumes the leader after if `aux_resume`.
+ *
+ * Returns the size of the sample record, or `-ENOSPC` when there is no
+ * buffer or the ring refused the sample (counted as lost), `-EINVAL` for
+ * bad arguments (reserved fields, NULL pointers with lengths).
+ *
+ * # Safety
+ * `ev` NULL or event storage; `platform` and `data` readable; the
+ * pointers in `data` readable for their lengths; on the event's CPU.
+ */
+int perfaux_event_overflow(struct perfaux_event *ev,
+                           const struct perfaux_platform *platform,
+                           const struct perfaux_sample_data *data);
+
+/**
+ * Closes the event (`perf_event_release`: off its PMU, out of its group;
+ * an AUX leader's samplers lose the link and go to the error state) and
+ * frees its storage. Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `ev` NULL or event storage; no other event may still refer to it as
+ * parent or output target, and no PMI of it may run.
+ */
+int perfaux_event_fini(struct perfaux_event *ev);
 
 /**
  * Initializes a PT PMU tracing into a perfaux AUX `area` (initialized over

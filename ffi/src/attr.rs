@@ -136,7 +136,7 @@ pub unsafe extern "C" fn perfaux_event_check(
 ///
 /// # Safety
 /// `p` must be NULL or valid for reads of 136 bytes.
-unsafe fn read_attr(p: *const c_void) -> Option<PerfEventAttr> {
+pub(crate) unsafe fn read_attr(p: *const c_void) -> Option<PerfEventAttr> {
     if p.is_null() {
         return None;
     }

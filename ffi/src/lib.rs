@@ -24,6 +24,7 @@
 mod attr;
 mod aux;
 mod caps;
+mod event;
 #[cfg(target_os = "none")]
 mod panic;
 mod pt;
@@ -32,5 +33,6 @@ mod ring;
 pub use attr::*;
 pub use aux::*;
 pub use caps::*;
+pub use event::*;
 pub use pt::*;
 pub use ring::*;

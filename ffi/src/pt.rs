@@ -184,7 +184,7 @@ impl PhysMap for CPhysMap {
     }
 }
 
-struct CPlatform(perfaux_platform);
+pub(crate) struct CPlatform(pub(crate) perfaux_platform);
 
 impl IrqMask for CPlatform {
     fn save(&self) -> usize {
@@ -306,7 +306,7 @@ unsafe impl AuxOutput for PtOutput {
 
 /// What `struct perfaux_pt` holds. The tracer and the PMU refer to the
 /// fields before them in place (the storage does not move).
-struct PtBox {
+pub(crate) struct PtBox {
     live: u64,
     phys: CPhysMap,
     platform: CPlatform,
@@ -328,7 +328,7 @@ static NO_ATTR: PerfEventAttr = PerfEventAttr::new(136);
 ///
 /// # Safety
 /// `p` must be NULL or point to `struct perfaux_pt` storage.
-unsafe fn pt_ref<'a>(p: *const perfaux_pt) -> Option<&'a PtBox> {
+pub(crate) unsafe fn pt_ref<'a>(p: *const perfaux_pt) -> Option<&'a PtBox> {
     if !usable(p) {
         return None;
     }
@@ -565,6 +565,13 @@ pub unsafe extern "C" fn perfaux_pt_fini(pt: *mut perfaux_pt) -> c_int {
     0
 }
 
+impl PtBox {
+    /// The PMU, for events opened on it.
+    pub(crate) fn pmu(&self) -> &dyn Pmu {
+        &self.pmu
+    }
+}
+
 fn info(aux_paused: u32) -> EventInfo<'static> {
     EventInfo {
         attr: &NO_ATTR,
@@ -666,7 +673,7 @@ pub unsafe extern "C" fn perfaux_pt_stop(
 }
 
 /// A C sink as the engine's output sink.
-struct CSink(perfaux_sink);
+pub(crate) struct CSink(pub(crate) perfaux_sink);
 
 impl OutputSink for CSink {
     fn copy(&mut self, bytes: &[u8]) -> usize {

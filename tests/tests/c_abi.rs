@@ -183,3 +183,9 @@ fn the_header_compiles_in_a_kernel_build() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn events_groups_and_aux_samples_from_c() {
+    let out = run_c("event");
+    assert!(out.starts_with("event: 20 AUX samples"), "{out}");
+}

@@ -1,0 +1,645 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! Events and groups in C: open (with the open-time checks), group
+//! membership, the output buffer and its redirection, scheduling, and the
+//! overflow flow that writes a sample, its AUX block taken through the
+//! leader PMU's `snapshot_aux`.
+//!
+//! Events refer to each other (leader, parent, output target) and to their
+//! PMU in place: none may move or be torn down while another refers to it.
+//! Tear down in the reverse order of opening.
+
+use core::ffi::{c_int, c_void};
+use core::mem::{align_of, size_of};
+use core::ptr::{self, addr_of, addr_of_mut};
+
+use perfaux::Error;
+use perfaux::PmuCaps;
+use perfaux::event::{Buffer, Event, EventConfig};
+use perfaux::pmu::{EventInfo, Pmu};
+use perfaux::ring::OutputSink;
+use perfaux::sample::SampleData;
+
+use crate::attr::read_attr;
+use crate::aux::{area_ref, perfaux_aux_area};
+use crate::pt::{CPlatform, perfaux_platform, perfaux_pt, perfaux_sink, pt_ref};
+use crate::ring::{perfaux_ring, ring_ref, usable};
+
+/// Words of `struct perfaux_event`.
+pub const PERFAUX_EVENT_WORDS: usize = 64;
+
+/// Storage of an event. Opaque.
+#[repr(C)]
+pub struct perfaux_event {
+    /// Opaque.
+    pub opaque: [u64; PERFAUX_EVENT_WORDS],
+}
+
+/// A PMU whose callbacks are C functions (a counter, say). `caps` are
+/// `PERFAUX_CAP_*` bits. A NULL callback does nothing (`add` succeeds,
+/// `snapshot_aux` copies nothing). Every callback gets the event's id; all
+/// run on the event's CPU with interrupts masked, `snapshot_aux` (and
+/// `start`/`stop` with `PERFAUX_EF_RESUME`/`PAUSE`) possibly in PMI context.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct perfaux_pmu_ops {
+    /// `PERFAUX_CAP_*` bits.
+    pub caps: u32,
+    /// Reserved, must be 0.
+    pub reserved: u32,
+    /// `pmu->add`: 0 or a negative errno.
+    pub add: Option<
+        unsafe extern "C" fn(ctx: *mut c_void, id: u64, flags: u32, aux_paused: u32) -> c_int,
+    >,
+    /// `pmu->del`.
+    pub del: Option<unsafe extern "C" fn(ctx: *mut c_void, id: u64, flags: u32)>,
+    /// `pmu->start`.
+    pub start: Option<unsafe extern "C" fn(ctx: *mut c_void, id: u64, flags: u32, aux_paused: u32)>,
+    /// `pmu->stop`.
+    pub stop: Option<unsafe extern "C" fn(ctx: *mut c_void, id: u64, flags: u32, aux_paused: u32)>,
+    /// `pmu->snapshot_aux`: copy at most `size` of the newest AUX bytes into
+    /// `sink`; return the byte count or a negative errno.
+    pub snapshot_aux: Option<
+        unsafe extern "C" fn(
+            ctx: *mut c_void,
+            id: u64,
+            sink: *const perfaux_sink,
+            size: u64,
+        ) -> i64,
+    >,
+    /// Their argument.
+    pub ctx: *mut c_void,
+}
+
+/// What the PMI knows about a sample: the payload fields. TID, TIME, ID,
+/// STREAM_ID and CPU come from the event and the platform, as in Linux;
+/// READ, BRANCH_STACK, REGS_*, STACK_USER are written empty from C.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct perfaux_sample_data {
+    /// `header.misc` (`PERF_RECORD_MISC_*`).
+    pub misc: u16,
+    /// Reserved, must be 0.
+    pub reserved0: u16,
+    /// Reserved, must be 0.
+    pub reserved1: u32,
+    /// IP.
+    pub ip: u64,
+    /// ADDR.
+    pub addr: u64,
+    /// PERIOD.
+    pub period: u64,
+    /// WEIGHT.
+    pub weight: u64,
+    /// DATA_SRC.
+    pub data_src: u64,
+    /// TRANSACTION.
+    pub transaction: u64,
+    /// PHYS_ADDR.
+    pub phys_addr: u64,
+    /// CGROUP.
+    pub cgroup: u64,
+    /// DATA_PAGE_SIZE.
+    pub data_page_size: u64,
+    /// CODE_PAGE_SIZE.
+    pub code_page_size: u64,
+    /// CALLCHAIN entries (NULL if `callchain_len` is 0).
+    pub callchain: *const u64,
+    /// Their number.
+    pub callchain_len: usize,
+    /// RAW bytes (NULL if none: an empty RAW is written).
+    pub raw: *const c_void,
+    /// Their number.
+    pub raw_len: u32,
+    /// Reserved, must be 0.
+    pub reserved2: u32,
+}
+
+/// A C PMU as the engine's.
+struct OpsPmu(perfaux_pmu_ops);
+
+/// The engine's sink as a C sink's context.
+unsafe extern "C" fn engine_sink_copy(ctx: *mut c_void, bytes: *const c_void, len: usize) -> usize {
+    if bytes.is_null() && len != 0 {
+        return len;
+    }
+    // SAFETY: `ctx` is the `&mut &mut dyn OutputSink` `snapshot_aux` below
+    // passes for the duration of the callback; `bytes` readable for `len`
+    // (the C callback's contract, checked for NULL).
+    unsafe {
+        let sink = &mut *ctx.cast::<&mut dyn OutputSink>();
+        let src = if len == 0 {
+            &[][..]
+        } else {
+            core::slice::from_raw_parts(bytes.cast::<u8>(), len)
+        };
+        sink.copy(src)
+    }
+}
+
+impl Pmu for OpsPmu {
+    fn caps(&self) -> PmuCaps {
+        PmuCaps::from_bits(self.0.caps).unwrap_or(PmuCaps::NONE)
+    }
+    fn add(&self, e: &EventInfo<'_>, flags: u32) -> perfaux::Result<()> {
+        let Some(f) = self.0.add else {
+            return Ok(());
+        };
+        // SAFETY: the registered callback.
+        match unsafe { f(self.0.ctx, e.id, flags, u32::from(e.aux_paused)) } {
+            0 => Ok(()),
+            r => Err(Error::from_errno(r).unwrap_or(Error::Invalid)),
+        }
+    }
+    fn del(&self, e: &EventInfo<'_>, flags: u32) {
+        if let Some(f) = self.0.del {
+            // SAFETY: the registered callback.
+            unsafe { f(self.0.ctx, e.id, flags) }
+        }
+    }
+    fn start(&self, e: &EventInfo<'_>, flags: u32) {
+        if let Some(f) = self.0.start {
+            // SAFETY: the registered callback.
+            unsafe { f(self.0.ctx, e.id, flags, u32::from(e.aux_paused)) }
+        }
+    }
+    fn stop(&self, e: &EventInfo<'_>, flags: u32) {
+        if let Some(f) = self.0.stop {
+            // SAFETY: the registered callback.
+            unsafe { f(self.0.ctx, e.id, flags, u32::from(e.aux_paused)) }
+        }
+    }
+    fn snapshot_aux(&self, e: &EventInfo<'_>, sink: &mut dyn OutputSink, size: u64) -> i64 {
+        let Some(f) = self.0.snapshot_aux else {
+            return 0;
+        };
+        let mut sink = sink;
+        let c = perfaux_sink {
+            copy: Some(engine_sink_copy),
+            ctx: ptr::from_mut(&mut sink).cast(),
+        };
+        // SAFETY: the registered callback; `c` and the sink it points to
+        // live on this stack frame for the whole call.
+        unsafe { f(self.0.ctx, e.id, &c, size) }
+    }
+}
+
+/// The PMU an event is on.
+enum EventPmu {
+    Ops(OpsPmu),
+    Pt(&'static dyn Pmu),
+}
+
+struct EventBox {
+    live: u64,
+    pmu: EventPmu,
+    buffer: Option<Buffer<'static>>,
+    event: Event<'static>,
+}
+
+const EVENT_LIVE: u64 = 0x7065_7266_6576_6e74; // "perfevnt"
+
+const _: () = {
+    assert!(size_of::<EventBox>() <= size_of::<perfaux_event>());
+    assert!(align_of::<EventBox>() <= align_of::<perfaux_event>());
+};
+
+/// The open event at `p`, if it is one.
+///
+/// # Safety
+/// `p` NULL or event storage.
+unsafe fn event_box<'a>(p: *const perfaux_event) -> Option<&'a EventBox> {
+    if !usable(p) {
+        return None;
+    }
+    let b = p.cast::<EventBox>();
+    // SAFETY: valid, aligned storage; the first word read as a u64.
+    if unsafe { addr_of!((*b).live).read() } != EVENT_LIVE {
+        return None;
+    }
+    // SAFETY: live: opened and not torn down.
+    Some(unsafe { &*b })
+}
+
+/// The event at `p` (NULL: none); `Err` if `p` is not NULL and not an event.
+///
+/// # Safety
+/// As [`event_box`].
+unsafe fn optional_event(p: *const perfaux_event) -> Result<Option<&'static Event<'static>>, ()> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: the caller's contract; events outlive what refers to them
+    // (the C contract of this module), hence 'static.
+    match unsafe { event_box(p) } {
+        Some(b) => Ok(Some(&b.event)),
+        None => Err(()),
+    }
+}
+
+/// Opens an event on `pmu` in `ev`, as `perf_event_open` does after the
+/// copy-in: `attr` is a normalized 136-byte attr (`perfaux_attr_copy`'s
+/// output); `leader` the group leader (NULL: alone), `parent` the parent of
+/// an inherited child (NULL: none); then call `perfaux_event_join_group`
+/// for a sibling.
+///
+/// Returns 0, or the errno of the first open-time rule that refuses it
+/// (`-EINVAL`, `-EOPNOTSUPP`, ... as Linux), `-EINVAL` for bad arguments,
+/// `-EBUSY` if `ev` is open.
+///
+/// # Safety
+/// `ev` valid for writes of `sizeof(struct perfaux_event)` bytes, not moved
+/// until `perfaux_event_fini`; `attr` readable for 136 bytes; `pmu`,
+/// `leader`, `parent` NULL or valid, outliving the event.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_event_open(
+    ev: *mut perfaux_event,
+    attr: *const c_void,
+    pmu: *const perfaux_pmu_ops,
+    id: u64,
+    cpu: i32,
+    leader: *const perfaux_event,
+    parent: *const perfaux_event,
+) -> c_int {
+    if pmu.is_null() {
+        return Error::Invalid.errno();
+    }
+    // SAFETY: readable (the caller's contract).
+    let ops = unsafe { pmu.read_unaligned() };
+    if ops.reserved != 0 || PmuCaps::from_bits(ops.caps).is_none() {
+        return Error::Invalid.errno();
+    }
+    // SAFETY: forwarded contract.
+    unsafe {
+        open(
+            ev,
+            attr,
+            EventPmu::Ops(OpsPmu(ops)),
+            id,
+            cpu,
+            leader,
+            parent,
+        )
+    }
+}
+
+/// Opens an event on the PT PMU `pt` (an AUX leader, typically); as
+/// `perfaux_event_open` otherwise.
+///
+/// # Safety
+/// As `perfaux_event_open`; `pt` an initialized PT PMU outliving the event.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_event_open_pt(
+    ev: *mut perfaux_event,
+    attr: *const c_void,
+    pt: *const perfaux_pt,
+    id: u64,
+    cpu: i32,
+    leader: *const perfaux_event,
+    parent: *const perfaux_event,
+) -> c_int {
+    // SAFETY: the caller's contract; the PMU outlives the event.
+    let Some(b) = (unsafe { pt_ref(pt) }) else {
+        return Error::Invalid.errno();
+    };
+    // SAFETY: forwarded contract.
+    unsafe { open(ev, attr, EventPmu::Pt(b.pmu()), id, cpu, leader, parent) }
+}
+
+/// # Safety
+/// As `perfaux_event_open`.
+unsafe fn open(
+    ev: *mut perfaux_event,
+    attr: *const c_void,
+    pmu: EventPmu,
+    id: u64,
+    cpu: i32,
+    leader: *const perfaux_event,
+    parent: *const perfaux_event,
+) -> c_int {
+    if !usable(ev) || cpu < -1 {
+        return Error::Invalid.errno();
+    }
+    // SAFETY: the caller's contract.
+    if unsafe { event_box(ev) }.is_some() {
+        return Error::Busy.errno();
+    }
+    // SAFETY: NULL or 136 readable bytes (the caller's contract).
+    let Some(attr) = (unsafe { read_attr(attr) }) else {
+        return Error::Invalid.errno();
+    };
+    // SAFETY: the caller's contract.
+    let (Ok(leader), Ok(parent)) = (unsafe { optional_event(leader) }, unsafe {
+        optional_event(parent)
+    }) else {
+        return Error::Invalid.errno();
+    };
+    let b = ev.cast::<EventBox>();
+    // SAFETY: valid storage for an EventBox (asserted, the contract); the
+    // PMU is written first and stays in place for the event to refer to.
+    unsafe {
+        addr_of_mut!((*b).live).write(0);
+        addr_of_mut!((*b).pmu).write(pmu);
+        addr_of_mut!((*b).buffer).write(None);
+    }
+    // SAFETY: just written; lives as long as the storage.
+    let pmu: &'static dyn Pmu = match unsafe { &*addr_of!((*b).pmu) } {
+        EventPmu::Ops(o) => o,
+        EventPmu::Pt(p) => *p,
+    };
+    let config = EventConfig {
+        attr,
+        pmu,
+        id,
+        cpu,
+        leader,
+        parent,
+    };
+    match Event::open(config) {
+        Ok(event) => {
+            // SAFETY: valid storage; the live word goes last.
+            unsafe {
+                addr_of_mut!((*b).event).write(event);
+                addr_of_mut!((*b).live).write(EVENT_LIVE);
+            }
+            0
+        }
+        Err(rule) => rule.error().errno(),
+    }
+}
+
+/// Runs `f` on the open event at `ev`, or returns `-EINVAL`.
+///
+/// # Safety
+/// `ev` NULL or event storage.
+unsafe fn with_event(
+    ev: *const perfaux_event,
+    f: impl FnOnce(&'static Event<'static>) -> c_int,
+) -> c_int {
+    // SAFETY: the caller's contract (events outlive their users: 'static).
+    match unsafe { optional_event(ev) } {
+        Ok(Some(e)) => f(e),
+        _ => Error::Invalid.errno(),
+    }
+}
+
+/// Adds an opened sibling to its leader's group (`perf_group_attach`).
+/// Returns 0 or `-EINVAL`.
+///
+/// # Safety
+/// `ev` NULL or event storage.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_event_join_group(ev: *mut perfaux_event) -> c_int {
+    // SAFETY: forwarded.
+    unsafe {
+        with_event(ev, |e| {
+            e.join_group();
+            0
+        })
+    }
+}
+
+/// Gives the event its own buffer: `ring` and, for an AUX event, `area`
+/// (NULL: none), as mapping its fd does. Set-up path: no PMI of this event
+/// may run meanwhile. Returns 0 or `-EINVAL`.
+///
+/// # Safety
+/// `ev` NULL or event storage; `ring` and `area` NULL or initialized,
+/// outliving the event.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_event_set_buffer(
+    ev: *mut perfaux_event,
+    ring: *const perfaux_ring,
+    area: *const perfaux_aux_area,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    if unsafe { event_box(ev) }.is_none() {
+        return Error::Invalid.errno();
+    }
+    // SAFETY: the caller's contract.
+    let Some(ring) = (unsafe { ring_ref(ring) }) else {
+        return Error::Invalid.errno();
+    };
+    let aux = if area.is_null() {
+        None
+    } else {
+        // SAFETY: the caller's contract.
+        match unsafe { area_ref(area) } {
+            Some(a) => Some(a),
+            None => return Error::Invalid.errno(),
+        }
+    };
+    let b = ev.cast::<EventBox>();
+    // SAFETY: live (checked); the buffer slot is written in place, then the
+    // event pointed at it (set-up path, the caller's contract).
+    unsafe {
+        addr_of_mut!((*b).buffer).write(Some(Buffer { ring, aux }));
+        if let Some(buffer) = &*addr_of!((*b).buffer) {
+            (*b).event.set_buffer(buffer);
+        }
+    }
+    0
+}
+
+/// Redirects the event's output into `target`'s buffer
+/// (`PERF_EVENT_IOC_SET_OUTPUT`). Returns 0 or the errno Linux gives
+/// (`-EINVAL` for a target on another CPU, with another clock, ...).
+///
+/// # Safety
+/// Both NULL or event storage; `target` outlives `ev`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_event_set_output(
+    ev: *mut perfaux_event,
+    target: *const perfaux_event,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    let Ok(Some(target)) = (unsafe { optional_event(target) }) else {
+        return Error::Invalid.errno();
+    };
+    // SAFETY: forwarded.
+    unsafe {
+        with_event(ev, |e| match e.set_output(target) {
+            Ok(()) => 0,
+            Err(err) => err.errno(),
+        })
+    }
+}
+
+/// Reads a C platform, NULL meaning none of its services.
+///
+/// # Safety
+/// `p` NULL or readable.
+unsafe fn read_platform(p: *const perfaux_platform) -> Option<CPlatform> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: readable (the caller's contract).
+    Some(CPlatform(unsafe { p.read_unaligned() }))
+}
+
+/// Schedules the event, and a leader's group, on the platform's CPU
+/// (`event_sched_in`). Returns 0, `-EINVAL` for bad arguments, or the
+/// PMU's refusal.
+///
+/// # Safety
+/// `ev` NULL or event storage; `platform` readable; interrupts masked.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_event_sched_in(
+    ev: *mut perfaux_event,
+    platform: *const perfaux_platform,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    let Some(p) = (unsafe { read_platform(platform) }) else {
+        return Error::Invalid.errno();
+    };
+    // SAFETY: forwarded.
+    unsafe {
+        with_event(ev, |e| match e.sched_in(&p) {
+            Ok(()) => 0,
+            Err(err) => err.errno(),
+        })
+    }
+}
+
+/// Takes the event (and a leader's group) off its PMU. Returns 0 or `-EINVAL`.
+///
+/// # Safety
+/// `ev` NULL or event storage; interrupts masked.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_event_sched_out(ev: *mut perfaux_event) -> c_int {
+    // SAFETY: forwarded.
+    unsafe {
+        with_event(ev, |e| {
+            e.sched_out();
+            0
+        })
+    }
+}
+
+/// Enables a disabled (or errored) event (`PERF_EVENT_IOC_ENABLE`).
+/// Returns 0 or `-EINVAL`.
+///
+/// # Safety
+/// `ev` NULL or event storage.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_event_enable(ev: *mut perfaux_event) -> c_int {
+    // SAFETY: forwarded.
+    unsafe {
+        with_event(ev, |e| {
+            e.enable();
+            0
+        })
+    }
+}
+
+/// The samples the event's ring refused, or `-EINVAL`.
+///
+/// # Safety
+/// `ev` NULL or event storage.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_event_lost_samples(ev: *const perfaux_event) -> i64 {
+    // SAFETY: the caller's contract.
+    match unsafe { event_box(ev) } {
+        Some(b) => b.event.lost_samples().min(i64::MAX as u64) as i64,
+        None => i64::from(Error::Invalid.errno()),
+    }
+}
+
+/// The overflow of a sampling event, from PMI context: pauses the AUX
+/// leader first if `aux_pause`, writes the sample (with `aux_sample_size`,
+/// the AUX block from the leader PMU's `snapshot_aux`) into the event's
+/// output buffer, resumes the leader after if `aux_resume`.
+///
+/// Returns the size of the sample record, or `-ENOSPC` when there is no
+/// buffer or the ring refused the sample (counted as lost), `-EINVAL` for
+/// bad arguments (reserved fields, NULL pointers with lengths).
+///
+/// # Safety
+/// `ev` NULL or event storage; `platform` and `data` readable; the
+/// pointers in `data` readable for their lengths; on the event's CPU.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_event_overflow(
+    ev: *mut perfaux_event,
+    platform: *const perfaux_platform,
+    data: *const perfaux_sample_data,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    let Some(p) = (unsafe { read_platform(platform) }) else {
+        return Error::Invalid.errno();
+    };
+    if data.is_null() {
+        return Error::Invalid.errno();
+    }
+    // SAFETY: readable (the caller's contract).
+    let d = unsafe { data.read_unaligned() };
+    if d.reserved0 != 0 || d.reserved1 != 0 || d.reserved2 != 0 {
+        return Error::Invalid.errno();
+    }
+    if (d.callchain.is_null() && d.callchain_len != 0)
+        || (!d.callchain.is_null() && !d.callchain.is_aligned())
+        || d.callchain_len > 0xffff
+    {
+        return Error::Invalid.errno();
+    }
+    let callchain: &[u64] = if d.callchain_len == 0 {
+        &[]
+    } else {
+        // SAFETY: non-null, aligned, readable for `callchain_len` entries
+        // (the caller's contract), a bounded length.
+        unsafe { core::slice::from_raw_parts(d.callchain, d.callchain_len) }
+    };
+    let raw: Option<&[u8]> = match (d.raw.is_null(), d.raw_len) {
+        (true, 0) => None,
+        (true, _) => return Error::Invalid.errno(),
+        // SAFETY: non-null, readable for `raw_len` bytes (the contract).
+        (false, n) => Some(unsafe { core::slice::from_raw_parts(d.raw.cast::<u8>(), n as usize) }),
+    };
+    let sample = SampleData {
+        misc: d.misc,
+        ip: d.ip,
+        addr: d.addr,
+        period: d.period,
+        weight: d.weight,
+        data_src: d.data_src,
+        transaction: d.transaction,
+        phys_addr: d.phys_addr,
+        cgroup: d.cgroup,
+        data_page_size: d.data_page_size,
+        code_page_size: d.code_page_size,
+        callchain,
+        raw,
+        ..SampleData::default()
+    };
+    // SAFETY: forwarded.
+    unsafe {
+        with_event(ev, |e| match e.overflow(&p, &sample) {
+            Ok(layout) => c_int::from(layout.size),
+            Err(err) => err.errno(),
+        })
+    }
+}
+
+/// Closes the event (`perf_event_release`: off its PMU, out of its group;
+/// an AUX leader's samplers lose the link and go to the error state) and
+/// frees its storage. Returns 0 or `-EINVAL`.
+///
+/// # Safety
+/// `ev` NULL or event storage; no other event may still refer to it as
+/// parent or output target, and no PMI of it may run.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_event_fini(ev: *mut perfaux_event) -> c_int {
+    // SAFETY: the caller's contract.
+    let Some(b) = (unsafe { event_box(ev) }) else {
+        return Error::Invalid.errno();
+    };
+    b.event.close();
+    let b = ev.cast::<EventBox>();
+    // SAFETY: live: marked dead, then dropped once (the event before the
+    // PMU and buffer it refers to).
+    unsafe {
+        addr_of_mut!((*b).live).write(0);
+        ptr::drop_in_place(addr_of_mut!((*b).event));
+        ptr::drop_in_place(addr_of_mut!((*b).buffer));
+        ptr::drop_in_place(addr_of_mut!((*b).pmu));
+    }
+    0
+}
