@@ -33,6 +33,11 @@
 #define PERFAUX_AUX_AREA_WORDS 24
 
 /**
+ * Words of `struct perfaux_aux_handle`.
+ */
+#define PERFAUX_AUX_HANDLE_WORDS 8
+
+/**
  * The PMU has an AUX area (Linux: it implements `setup_aux`).
  */
 #define PERFAUX_CAP_AUX (1 << 0)
@@ -252,14 +257,37 @@ typedef struct perfaux_aux_config {
 } perfaux_aux_config;
 
 /**
- * Storage of an event. Opaque.
+ * Storage of an AUX transaction (a driver's `perf_output_handle` on its
+ * AUX area). Opaque.
  */
-typedef struct perfaux_event {
+typedef struct perfaux_aux_handle {
   /**
    * Opaque.
    */
-  uint64_t opaque[PERFAUX_EVENT_WORDS];
-} perfaux_event;
+  uint64_t opaque[PERFAUX_AUX_HANDLE_WORDS];
+} perfaux_aux_handle;
+
+/**
+ * The numbers of an open AUX transaction.
+ */
+typedef struct perfaux_aux_state {
+  /**
+   * Where it writes (a free-running position; mask with the area size).
+   */
+  uint64_t head;
+  /**
+   * Bytes it may write before the consumer's data (writable mode).
+   */
+  uint64_t space;
+  /**
+   * Where the consumer wants a wakeup.
+   */
+  uint64_t wakeup;
+  /**
+   * The `PERF_AUX_FLAG_*` bits set so far.
+   */
+  uint64_t flags;
+} perfaux_aux_state;
 
 /**
  * Where `snapshot_aux` writes: `copy` takes `len` bytes and returns how
@@ -276,6 +304,89 @@ typedef struct perfaux_sink {
    */
   void *ctx;
 } perfaux_sink;
+
+/**
+ * Storage of a ring. Opaque: only its size and alignment matter.
+ */
+typedef struct perfaux_ring {
+  /**
+   * Opaque.
+   */
+  uint64_t opaque[PERFAUX_RING_WORDS];
+} perfaux_ring;
+
+/**
+ * The `sample_id` trailer of a non-sample record (with `sample_id_all`):
+ * which of the fields are written is `sample_type`'s TID, TIME, ID,
+ * STREAM_ID, CPU and IDENTIFIER bits.
+ */
+typedef struct perfaux_sample_id {
+  /**
+   * The event's `sample_type`.
+   */
+  uint64_t sample_type;
+  /**
+   * TID: process id.
+   */
+  uint32_t pid;
+  /**
+   * TID: thread id.
+   */
+  uint32_t tid;
+  /**
+   * TIME.
+   */
+  uint64_t time;
+  /**
+   * ID and IDENTIFIER.
+   */
+  uint64_t id;
+  /**
+   * STREAM_ID.
+   */
+  uint64_t stream_id;
+  /**
+   * CPU.
+   */
+  uint32_t cpu;
+  /**
+   * Reserved, must be 0.
+   */
+  uint32_t reserved;
+} perfaux_sample_id;
+
+/**
+ * The event a record is written for: its id (in `PERF_RECORD_LOST`) and,
+ * if `has_sample_id`, the trailer of the records the engine adds.
+ */
+typedef struct perfaux_output_event {
+  /**
+   * The event's id.
+   */
+  uint64_t id;
+  /**
+   * Non-zero: `sample_id` is written after `PERF_RECORD_LOST`.
+   */
+  uint32_t has_sample_id;
+  /**
+   * Reserved, must be 0.
+   */
+  uint32_t reserved;
+  /**
+   * The trailer.
+   */
+  struct perfaux_sample_id sample_id;
+} perfaux_output_event;
+
+/**
+ * Storage of an event. Opaque.
+ */
+typedef struct perfaux_event {
+  /**
+   * Opaque.
+   */
+  uint64_t opaque[PERFAUX_EVENT_WORDS];
+} perfaux_event;
 
 /**
  * A PMU whose callbacks are C functions (a counter, say). `caps` are
@@ -329,16 +440,6 @@ typedef struct perfaux_pt {
    */
   uint64_t opaque[PERFAUX_PT_WORDS];
 } perfaux_pt;
-
-/**
- * Storage of a ring. Opaque: only its size and alignment matter.
- */
-typedef struct perfaux_ring {
-  /**
-   * Opaque.
-   */
-  uint64_t opaque[PERFAUX_RING_WORDS];
-} perfaux_ring;
 
 /**
  * The platform: interrupt masking, CPU id, clock and current task (to
@@ -452,69 +553,6 @@ typedef struct perfaux_sample_data {
 } perfaux_sample_data;
 
 /**
- * The `sample_id` trailer of a non-sample record (with `sample_id_all`):
- * which of the fields are written is `sample_type`'s TID, TIME, ID,
- * STREAM_ID, CPU and IDENTIFIER bits.
- */
-typedef struct perfaux_sample_id {
-  /**
-   * The event's `sample_type`.
-   */
-  uint64_t sample_type;
-  /**
-   * TID: process id.
-   */
-  uint32_t pid;
-  /**
-   * TID: thread id.
-   */
-  uint32_t tid;
-  /**
-   * TIME.
-   */
-  uint64_t time;
-  /**
-   * ID and IDENTIFIER.
-   */
-  uint64_t id;
-  /**
-   * STREAM_ID.
-   */
-  uint64_t stream_id;
-  /**
-   * CPU.
-   */
-  uint32_t cpu;
-  /**
-   * Reserved, must be 0.
-   */
-  uint32_t reserved;
-} perfaux_sample_id;
-
-/**
- * The event a record is written for: its id (in `PERF_RECORD_LOST`) and,
- * if `has_sample_id`, the trailer of the records the engine adds.
- */
-typedef struct perfaux_output_event {
-  /**
-   * The event's id.
-   */
-  uint64_t id;
-  /**
-   * Non-zero: `sample_id` is written after `PERF_RECORD_LOST`.
-   */
-  uint32_t has_sample_id;
-  /**
-   * Reserved, must be 0.
-   */
-  uint32_t reserved;
-  /**
-   * The trailer.
-   */
-  struct perfaux_sample_id sample_id;
-} perfaux_output_event;
-
-/**
  * Translates between the addresses the CPU uses and physical addresses,
  * for the ToPA tables (`virt_to_phys`/`phys_to_virt` in a kernel). Both
  * NULL: addresses are their own physical addresses (a host process).
@@ -626,6 +664,58 @@ typedef struct perfaux_consumer {
   uint64_t opaque[PERFAUX_CONSUMER_WORDS];
 } perfaux_consumer;
 
+/**
+ * Where a sample's AUX block comes from: the AUX leader's `area` and its
+ * `snapshot_aux`, either a PT PMU (`pt`) or a callback (`snapshot`, used
+ * when `pt` is NULL). `active_here` 0 means the leader is not active on
+ * this CPU: the sample then carries no AUX data (Linux WARNs).
+ */
+typedef struct perfaux_sample_aux {
+  /**
+   * The leader's AUX area.
+   */
+  const struct perfaux_aux_area *area;
+  /**
+   * The leader's PT PMU, or NULL.
+   */
+  const struct perfaux_pt *pt;
+  /**
+   * Otherwise: copy at most `size` of the newest AUX bytes into `sink`;
+   * return the byte count or a negative errno.
+   */
+  int64_t (*snapshot)(void *ctx, const struct perfaux_sink *sink, uint64_t size);
+  /**
+   * Its argument.
+   */
+  void *ctx;
+  /**
+   * 1 if the leader is active on this CPU.
+   */
+  uint32_t active_here;
+  /**
+   * Reserved, must be 0.
+   */
+  uint32_t reserved;
+} perfaux_sample_aux;
+
+/**
+ * The layout `perfaux_sample_prepare` computes.
+ */
+typedef struct perfaux_sample_layout {
+  /**
+   * The record's size (`header.size`).
+   */
+  uint32_t size;
+  /**
+   * RAW bytes after their u32 size, padded.
+   */
+  uint32_t raw_size;
+  /**
+   * AUX bytes after the AUX size word (a multiple of 8).
+   */
+  uint64_t aux_size;
+} perfaux_sample_layout;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -717,6 +807,89 @@ int perfaux_aux_area_init(struct perfaux_aux_area *area,
  * `area` must be NULL or point to `struct perfaux_aux_area` storage.
  */
 int perfaux_aux_area_fini(struct perfaux_aux_area *area);
+
+/**
+ * Opens an AUX transaction on `area` (`perf_aux_output_begin`): one at a
+ * time per area. Returns 0, `-ENOSPC` when a writable area is full (the
+ * event's disable is requested, as Linux), `-EBUSY` when one is open on
+ * the area or in `handle`, `-EINVAL` for bad arguments or an area going
+ * away.
+ *
+ * # Safety
+ * `handle` valid for writes of `sizeof(struct perfaux_aux_handle)` bytes,
+ * not moved until `perfaux_aux_end`; `area` NULL or AUX area storage.
+ */
+int perfaux_aux_begin(struct perfaux_aux_handle *handle, const struct perfaux_aux_area *area);
+
+/**
+ * Reads the open transaction's numbers into `state`. Returns 0 or
+ * `-EINVAL`.
+ *
+ * # Safety
+ * `handle` NULL or AUX handle storage; `state` NULL or writable.
+ */
+int perfaux_aux_get_state(struct perfaux_aux_handle *handle, struct perfaux_aux_state *state);
+
+/**
+ * Adds `PERF_AUX_FLAG_*` bits (TRUNCATED, PARTIAL, ...; OVERWRITE is the
+ * engine's) to the transaction. Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `handle` NULL or AUX handle storage.
+ */
+int perfaux_aux_flag(struct perfaux_aux_handle *handle, uint64_t flags);
+
+/**
+ * Skips `size` bytes of a writable area (`perf_aux_output_skip`): a
+ * `PERF_RECORD_AUX`-less advance of the head. Returns 0, `-ENOSPC` past
+ * the transaction's space, or `-EINVAL`.
+ *
+ * # Safety
+ * `handle` NULL or AUX handle storage.
+ */
+int perfaux_aux_skip(struct perfaux_aux_handle *handle, uint64_t size);
+
+/**
+ * Moves the head of an overwrite-mode transaction to the tracer's write
+ * position before `perfaux_aux_end` (`handle->head = ...` in Intel PT's
+ * snapshot stop). Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `handle` NULL or AUX handle storage.
+ */
+int perfaux_aux_set_head(struct perfaux_aux_handle *handle, uint64_t head);
+
+/**
+ * Copies the AUX bytes `[from, to)` (positions masked with the area size;
+ * `from == to` is the whole area) into `sink` (`perf_output_copy_aux`,
+ * for a driver's `snapshot_aux`). Returns the bytes copied, `-EFAULT` if
+ * the sink took fewer, `-EINVAL` for bad arguments.
+ *
+ * # Safety
+ * `handle` NULL or AUX handle storage; `sink` NULL or readable; the
+ * tracer must not write the range meanwhile.
+ */
+int64_t perfaux_aux_copy(struct perfaux_aux_handle *handle,
+                         const struct perfaux_sink *sink,
+                         uint64_t from,
+                         uint64_t to);
+
+/**
+ * Ends the transaction (`perf_aux_output_end`) with `size` new bytes
+ * (writable mode; in overwrite mode the data up to the head): writes
+ * `PERF_RECORD_AUX` for `event` (NULL: id 0, no trailer) into `ring`,
+ * publishes `aux_head`, wakes the consumer at the watermark or on
+ * TRUNCATED (which also requests the event's disable). Returns 0, or
+ * `-EINVAL` for bad arguments (the transaction then stays open).
+ *
+ * # Safety
+ * `handle` NULL or AUX handle storage; `ring` NULL or ring storage;
+ * `event` NULL or readable.
+ */
+int perfaux_aux_end(struct perfaux_aux_handle *handle,
+                    uint64_t size,
+                    const struct perfaux_ring *ring,
+                    const struct perfaux_output_event *event);
 
 /**
  * Opens an event on `pmu` in `ev`, as `perf_event_open` does after the
@@ -1142,6 +1315,44 @@ int perfaux_consumer_commit(struct perfaux_consumer *consumer);
  * `consumer` NULL or consumer storage.
  */
 int perfaux_consumer_fini(struct perfaux_consumer *consumer);
+
+/**
+ * Computes the layout of the sample `data` of an event with `attr` (a
+ * normalized 136-byte attr) into `layout`, without writing anything
+ * (`perf_prepare_sample`): with `PERF_SAMPLE_AUX`, the AUX size from
+ * `aux_sample_size`, limited by `aux` (NULL: no leader, 0 bytes).
+ * Returns 0, or `-EINVAL` for bad arguments or a sample that does not fit
+ * a record.
+ *
+ * # Safety
+ * `attr` readable for 136 bytes; `data`, `aux` NULL or readable (and what
+ * they point to as their docs say); `layout` writable.
+ */
+int perfaux_sample_prepare(const void *attr,
+                           const struct perfaux_sample_data *data,
+                           const struct perfaux_sample_aux *aux,
+                           struct perfaux_sample_layout *layout);
+
+/**
+ * Writes one sample of an event with `attr` into `ring` (prepare, begin,
+ * output, end, as `perf_event_output`): `event` gives the identity fields
+ * (its `sample_id`: pid/tid, time, id, stream id, cpu) and, with
+ * `has_sample_id`, the trailer of a `PERF_RECORD_LOST` written first;
+ * `data` the payload; `aux` the AUX block's source (NULL: none); `platform`
+ * masks interrupts around the snapshot (NULL: already masked). Returns the
+ * record's size, `-ENOSPC` if the ring refused it, `-EINVAL` for bad
+ * arguments.
+ *
+ * # Safety
+ * As `perfaux_sample_prepare`; `ring` NULL or ring storage; `event` and
+ * `platform` NULL or readable; on the ring's CPU, from any context.
+ */
+int perfaux_sample_write(const struct perfaux_ring *ring,
+                         const void *attr,
+                         const struct perfaux_output_event *event,
+                         const struct perfaux_sample_data *data,
+                         const struct perfaux_sample_aux *aux,
+                         const struct perfaux_platform *platform);
 
 #ifdef __cplusplus
 }  // extern "C"

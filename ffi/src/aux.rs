@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! AUX areas over caller pages, attached to a ring's user page.
+//! AUX areas over caller pages, attached to a ring's user page, and AUX
+//! transactions on them (for drivers that write AUX data themselves).
 
 use core::ffi::{c_int, c_void};
 use core::mem::{align_of, size_of};
@@ -7,10 +8,13 @@ use core::ptr::{self, addr_of, addr_of_mut};
 
 use perfaux::Error;
 use perfaux::abi::PerfEventMmapPage;
-use perfaux::aux::{AuxArea, AuxConfig};
+use perfaux::aux::{AuxArea, AuxConfig, AuxHandle, copy_aux};
 use perfaux::ring::Wakeup;
 
-use crate::ring::{CWakeup, perfaux_wakeup, usable};
+use crate::pt::{CSink, perfaux_sink};
+use crate::ring::{
+    CWakeup, fixed_event, perfaux_output_event, perfaux_ring, perfaux_wakeup, ring_ref, usable,
+};
 
 /// `perfaux_aux_config.flags`: overwrite (snapshot) mode, a read-only AUX
 /// mapping in Linux: the tracer writes on, whatever was read.
@@ -171,6 +175,254 @@ pub unsafe extern "C" fn perfaux_aux_area_fini(area: *mut perfaux_aux_area) -> c
     unsafe {
         ptr::drop_in_place(addr_of_mut!((*b).area));
         addr_of_mut!((*b).live).write(0);
+    }
+    0
+}
+
+/// Words of `struct perfaux_aux_handle`.
+pub const PERFAUX_AUX_HANDLE_WORDS: usize = 8;
+
+/// Storage of an AUX transaction (a driver's `perf_output_handle` on its
+/// AUX area). Opaque.
+#[repr(C)]
+pub struct perfaux_aux_handle {
+    /// Opaque.
+    pub opaque: [u64; PERFAUX_AUX_HANDLE_WORDS],
+}
+
+/// The numbers of an open AUX transaction.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct perfaux_aux_state {
+    /// Where it writes (a free-running position; mask with the area size).
+    pub head: u64,
+    /// Bytes it may write before the consumer's data (writable mode).
+    pub space: u64,
+    /// Where the consumer wants a wakeup.
+    pub wakeup: u64,
+    /// The `PERF_AUX_FLAG_*` bits set so far.
+    pub flags: u64,
+}
+
+const AUX_HANDLE_LIVE: u64 = 0x7065_7266_6178_6864; // "perfaxhd"
+
+struct AuxHandleBox {
+    live: u64,
+    handle: AuxHandle<'static, 'static, ()>,
+}
+
+const _: () = {
+    assert!(size_of::<AuxHandleBox>() <= size_of::<perfaux_aux_handle>());
+    assert!(align_of::<AuxHandleBox>() <= align_of::<perfaux_aux_handle>());
+};
+
+/// The open AUX transaction at `p`, if it is one.
+///
+/// # Safety
+/// `p` NULL or AUX handle storage.
+unsafe fn aux_handle_mut<'a>(
+    p: *mut perfaux_aux_handle,
+) -> Option<&'a mut AuxHandle<'static, 'static, ()>> {
+    if !usable(p) {
+        return None;
+    }
+    let h = p.cast::<AuxHandleBox>();
+    // SAFETY: valid, aligned storage; the first word read as a u64.
+    if unsafe { addr_of!((*h).live).read() } != AUX_HANDLE_LIVE {
+        return None;
+    }
+    // SAFETY: live: begun and not ended; not used concurrently (contract).
+    Some(unsafe { &mut (*h).handle })
+}
+
+/// Opens an AUX transaction on `area` (`perf_aux_output_begin`): one at a
+/// time per area. Returns 0, `-ENOSPC` when a writable area is full (the
+/// event's disable is requested, as Linux), `-EBUSY` when one is open on
+/// the area or in `handle`, `-EINVAL` for bad arguments or an area going
+/// away.
+///
+/// # Safety
+/// `handle` valid for writes of `sizeof(struct perfaux_aux_handle)` bytes,
+/// not moved until `perfaux_aux_end`; `area` NULL or AUX area storage.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_aux_begin(
+    handle: *mut perfaux_aux_handle,
+    area: *const perfaux_aux_area,
+) -> c_int {
+    if !usable(handle) {
+        return Error::Invalid.errno();
+    }
+    // SAFETY: the caller's contract.
+    if unsafe { aux_handle_mut(handle) }.is_some() {
+        return Error::Busy.errno();
+    }
+    // SAFETY: the caller's contract; the area outlives the transaction.
+    let Some(a) = (unsafe { area_ref(area) }) else {
+        return Error::Invalid.errno();
+    };
+    match a.begin() {
+        Ok(h) => {
+            let b = handle.cast::<AuxHandleBox>();
+            // SAFETY: valid storage (asserted size); the live word last.
+            unsafe {
+                addr_of_mut!((*b).handle).write(h);
+                addr_of_mut!((*b).live).write(AUX_HANDLE_LIVE);
+            }
+            0
+        }
+        Err(e) => e.errno(),
+    }
+}
+
+/// Reads the open transaction's numbers into `state`. Returns 0 or
+/// `-EINVAL`.
+///
+/// # Safety
+/// `handle` NULL or AUX handle storage; `state` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_aux_get_state(
+    handle: *mut perfaux_aux_handle,
+    state: *mut perfaux_aux_state,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    let Some(h) = (unsafe { aux_handle_mut(handle) }) else {
+        return Error::Invalid.errno();
+    };
+    if state.is_null() {
+        return Error::Invalid.errno();
+    }
+    let s = perfaux_aux_state {
+        head: h.head(),
+        space: h.space(),
+        wakeup: h.wakeup_position(),
+        flags: h.flags(),
+    };
+    // SAFETY: non-null and writable (the caller's contract).
+    unsafe { state.write_unaligned(s) };
+    0
+}
+
+/// Adds `PERF_AUX_FLAG_*` bits (TRUNCATED, PARTIAL, ...; OVERWRITE is the
+/// engine's) to the transaction. Returns 0 or `-EINVAL`.
+///
+/// # Safety
+/// `handle` NULL or AUX handle storage.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_aux_flag(handle: *mut perfaux_aux_handle, flags: u64) -> c_int {
+    // SAFETY: the caller's contract.
+    let Some(h) = (unsafe { aux_handle_mut(handle) }) else {
+        return Error::Invalid.errno();
+    };
+    h.flag(flags);
+    0
+}
+
+/// Skips `size` bytes of a writable area (`perf_aux_output_skip`): a
+/// `PERF_RECORD_AUX`-less advance of the head. Returns 0, `-ENOSPC` past
+/// the transaction's space, or `-EINVAL`.
+///
+/// # Safety
+/// `handle` NULL or AUX handle storage.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_aux_skip(handle: *mut perfaux_aux_handle, size: u64) -> c_int {
+    // SAFETY: the caller's contract.
+    let Some(h) = (unsafe { aux_handle_mut(handle) }) else {
+        return Error::Invalid.errno();
+    };
+    match h.skip(size) {
+        Ok(()) => 0,
+        Err(e) => e.errno(),
+    }
+}
+
+/// Moves the head of an overwrite-mode transaction to the tracer's write
+/// position before `perfaux_aux_end` (`handle->head = ...` in Intel PT's
+/// snapshot stop). Returns 0 or `-EINVAL`.
+///
+/// # Safety
+/// `handle` NULL or AUX handle storage.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_aux_set_head(handle: *mut perfaux_aux_handle, head: u64) -> c_int {
+    // SAFETY: the caller's contract.
+    let Some(h) = (unsafe { aux_handle_mut(handle) }) else {
+        return Error::Invalid.errno();
+    };
+    h.set_head(head);
+    0
+}
+
+/// Copies the AUX bytes `[from, to)` (positions masked with the area size;
+/// `from == to` is the whole area) into `sink` (`perf_output_copy_aux`,
+/// for a driver's `snapshot_aux`). Returns the bytes copied, `-EFAULT` if
+/// the sink took fewer, `-EINVAL` for bad arguments.
+///
+/// # Safety
+/// `handle` NULL or AUX handle storage; `sink` NULL or readable; the
+/// tracer must not write the range meanwhile.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_aux_copy(
+    handle: *mut perfaux_aux_handle,
+    sink: *const perfaux_sink,
+    from: u64,
+    to: u64,
+) -> i64 {
+    // SAFETY: the caller's contract.
+    let Some(h) = (unsafe { aux_handle_mut(handle) }) else {
+        return i64::from(Error::Invalid.errno());
+    };
+    if sink.is_null() {
+        return i64::from(Error::Invalid.errno());
+    }
+    // SAFETY: readable (the caller's contract).
+    let sink = unsafe { sink.read_unaligned() };
+    if sink.copy.is_none() {
+        return i64::from(Error::Invalid.errno());
+    }
+    match copy_aux(h, &mut CSink(sink), from, to) {
+        Ok(n) => n.min(i64::MAX as u64) as i64,
+        Err(e) => i64::from(e.errno()),
+    }
+}
+
+/// Ends the transaction (`perf_aux_output_end`) with `size` new bytes
+/// (writable mode; in overwrite mode the data up to the head): writes
+/// `PERF_RECORD_AUX` for `event` (NULL: id 0, no trailer) into `ring`,
+/// publishes `aux_head`, wakes the consumer at the watermark or on
+/// TRUNCATED (which also requests the event's disable). Returns 0, or
+/// `-EINVAL` for bad arguments (the transaction then stays open).
+///
+/// # Safety
+/// `handle` NULL or AUX handle storage; `ring` NULL or ring storage;
+/// `event` NULL or readable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_aux_end(
+    handle: *mut perfaux_aux_handle,
+    size: u64,
+    ring: *const perfaux_ring,
+    event: *const perfaux_output_event,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    if unsafe { aux_handle_mut(handle) }.is_none() {
+        return Error::Invalid.errno();
+    }
+    // SAFETY: the caller's contract.
+    let Some(ring) = (unsafe { ring_ref(ring) }) else {
+        return Error::Invalid.errno();
+    };
+    let event = if event.is_null() {
+        perfaux_output_event::default()
+    } else {
+        // SAFETY: readable (the caller's contract).
+        unsafe { event.read_unaligned() }
+    };
+    let Some(mut event) = fixed_event(&event) else {
+        return Error::Invalid.errno();
+    };
+    let b = handle.cast::<AuxHandleBox>();
+    // SAFETY: live (checked): marked ended, then moved out once and ended.
+    unsafe {
+        addr_of_mut!((*b).live).write(0);
+        addr_of!((*b).handle).read().end(size, ring, &mut event);
     }
     0
 }

@@ -566,19 +566,39 @@ pub unsafe extern "C" fn perfaux_event_overflow(
     let Some(p) = (unsafe { read_platform(platform) }) else {
         return Error::Invalid.errno();
     };
-    if data.is_null() {
+    // SAFETY: the caller's contract.
+    let Ok(sample) = (unsafe { sample_data(data) }) else {
         return Error::Invalid.errno();
+    };
+    // SAFETY: forwarded.
+    unsafe {
+        with_event(ev, |e| match e.overflow(&p, &sample) {
+            Ok(layout) => c_int::from(layout.size),
+            Err(err) => err.errno(),
+        })
+    }
+}
+
+/// The engine's view of C sample data; `Err` if it is malformed.
+///
+/// # Safety
+/// `data` NULL or readable, its pointers readable for their lengths for `'a`.
+pub(crate) unsafe fn sample_data<'a>(
+    data: *const perfaux_sample_data,
+) -> Result<SampleData<'a>, ()> {
+    if data.is_null() {
+        return Err(());
     }
     // SAFETY: readable (the caller's contract).
     let d = unsafe { data.read_unaligned() };
     if d.reserved0 != 0 || d.reserved1 != 0 || d.reserved2 != 0 {
-        return Error::Invalid.errno();
+        return Err(());
     }
     if (d.callchain.is_null() && d.callchain_len != 0)
         || (!d.callchain.is_null() && !d.callchain.is_aligned())
         || d.callchain_len > 0xffff
     {
-        return Error::Invalid.errno();
+        return Err(());
     }
     let callchain: &[u64] = if d.callchain_len == 0 {
         &[]
@@ -589,11 +609,11 @@ pub unsafe extern "C" fn perfaux_event_overflow(
     };
     let raw: Option<&[u8]> = match (d.raw.is_null(), d.raw_len) {
         (true, 0) => None,
-        (true, _) => return Error::Invalid.errno(),
+        (true, _) => return Err(()),
         // SAFETY: non-null, readable for `raw_len` bytes (the contract).
         (false, n) => Some(unsafe { core::slice::from_raw_parts(d.raw.cast::<u8>(), n as usize) }),
     };
-    let sample = SampleData {
+    Ok(SampleData {
         misc: d.misc,
         ip: d.ip,
         addr: d.addr,
@@ -608,14 +628,7 @@ pub unsafe extern "C" fn perfaux_event_overflow(
         callchain,
         raw,
         ..SampleData::default()
-    };
-    // SAFETY: forwarded.
-    unsafe {
-        with_event(ev, |e| match e.overflow(&p, &sample) {
-            Ok(layout) => c_int::from(layout.size),
-            Err(err) => err.errno(),
-        })
-    }
+    })
 }
 
 /// Closes the event (`perf_event_release`: off its PMU, out of its group;

@@ -29,6 +29,7 @@ mod event;
 mod panic;
 mod pt;
 mod ring;
+mod sample;
 
 pub use attr::*;
 pub use aux::*;
@@ -36,3 +37,4 @@ pub use caps::*;
 pub use event::*;
 pub use pt::*;
 pub use ring::*;
+pub use sample::*;

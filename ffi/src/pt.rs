@@ -572,6 +572,11 @@ impl PtBox {
     }
 }
 
+/// The event a PMU callback sees from C that gives none.
+pub(crate) fn no_info() -> EventInfo<'static> {
+    info(0)
+}
+
 fn info(aux_paused: u32) -> EventInfo<'static> {
     EventInfo {
         attr: &NO_ATTR,

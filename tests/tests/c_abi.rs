@@ -189,3 +189,9 @@ fn events_groups_and_aux_samples_from_c() {
     let out = run_c("event");
     assert!(out.starts_with("event: 20 AUX samples"), "{out}");
 }
+
+#[test]
+fn aux_transactions_and_samples_without_the_event_layer() {
+    let out = run_c("sample");
+    assert!(out.starts_with("sample: AUX transactions"), "{out}");
+}
