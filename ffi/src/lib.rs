@@ -13,6 +13,14 @@
 //! - no panic can cross the boundary: the paths are checked so that none is
 //!   reachable, and the crate is built with `panic = "abort"`.
 //!
+//! - objects live in storage the caller declares (`struct perfaux_ring`
+//!   and the like: opaque words of the size and alignment the header
+//!   gives); they refer to each other in place, so none may move while
+//!   initialized, and they are torn down in the reverse order of set-up.
+//!   Rust callers of these functions take raw pointers to that storage
+//!   once and use only those (a `&` or `&mut` taken later would invalidate
+//!   the objects' references into each other).
+//!
 //! The crate is `no_std` on bare targets (`x86_64-unknown-none`, the kernel
 //! module build) and uses std elsewhere.
 

@@ -1037,3 +1037,82 @@ fn a_sample_names_its_task_time_ids_and_cpu_as_perf_prepare_sample() {
     assert_eq!(word(5), 0, "CPU: the platform's");
     assert_eq!(word(6), 777, "PERIOD: the PMI's");
 }
+
+#[test]
+fn a_closed_sibling_leaves_the_group() {
+    // `perf_group_detach`: the group is scheduled without it afterwards,
+    // whatever its position in the sibling list.
+    let w = World::new();
+    let ring = w.ring();
+    let area = w.area();
+    let pt = AuxPmu {
+        tracer: TestPmu::new(&area),
+        calls: RefCell::new(Vec::new()),
+    };
+    struct Counter {
+        calls: RefCell<Vec<u64>>,
+    }
+    impl Pmu for Counter {
+        fn caps(&self) -> PmuCaps {
+            PmuCaps::NO_NMI
+        }
+        fn add(&self, e: &EventInfo<'_>, _: u32) -> perfaux::Result<()> {
+            self.calls.borrow_mut().push(e.id);
+            Ok(())
+        }
+        fn del(&self, _: &EventInfo<'_>, _: u32) {}
+        fn start(&self, _: &EventInfo<'_>, _: u32) {}
+        fn stop(&self, _: &EventInfo<'_>, _: u32) {}
+    }
+    let counter = Counter {
+        calls: RefCell::new(Vec::new()),
+    };
+    let buffer = Buffer {
+        ring: &ring,
+        aux: Some(&area),
+    };
+    let p = platform();
+    let leader = Event::open(EventConfig {
+        attr: pt_attr(),
+        pmu: &pt,
+        id: 1,
+        cpu: 0,
+        leader: None,
+        parent: None,
+    })
+    .unwrap();
+    leader.set_buffer(&buffer);
+    let open = |id| {
+        Event::open(EventConfig {
+            attr: sampler_attr(0),
+            pmu: &counter,
+            id,
+            cpu: 0,
+            leader: Some(&leader),
+            parent: None,
+        })
+        .unwrap()
+    };
+    let (a, b, c) = (open(2), open(3), open(4));
+    for e in [&a, &b, &c] {
+        e.join_group();
+    }
+    leader.sched_in(&p).unwrap();
+    assert_eq!(counter.calls.borrow().len(), 3, "three siblings added");
+    leader.sched_out();
+    b.close(); // the middle of the list
+    counter.calls.borrow_mut().clear();
+    leader.sched_in(&p).unwrap();
+    assert_eq!(
+        *counter.calls.borrow(),
+        [4, 2],
+        "the closed sibling stays off"
+    );
+    assert_eq!(b.state(), EventState::Off);
+    leader.sched_out();
+    c.close(); // the head of the list (joined last)
+    a.close(); // the last one
+    counter.calls.borrow_mut().clear();
+    leader.sched_in(&p).unwrap();
+    assert!(counter.calls.borrow().is_empty(), "no sibling left");
+}

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! The C ABI's object storage exercised from Rust, so that Miri can check
+//! the unsafe code behind it (objects written into caller storage, objects
+//! referring to each other in place, live markers, the C callbacks):
+//! `cargo +nightly miri test -p perfaux-tests --test ffi_flow`. The C
+//! programs of `c_abi.rs` cover the same functions from C, under valgrind.
+
+use std::ffi::c_void;
+use std::mem::zeroed;
+use std::ptr::{null, null_mut};
+
+use perfaux::Error;
+use perfaux::abi::{PerfEventAttr, attr_flags, sample_type as st};
+use perfaux_ffi::*;
+use perfaux_tests::mem::{AuxMemory, PageBlock, RingMemory};
+
+/// Collects what a sink receives.
+unsafe extern "C" fn collect(ctx: *mut c_void, bytes: *const c_void, len: usize) -> usize {
+    // SAFETY: `ctx` is the `Vec<u8>` the test passes; `bytes` readable for `len`.
+    unsafe {
+        let v = &mut *ctx.cast::<Vec<u8>>();
+        v.extend_from_slice(std::slice::from_raw_parts(bytes.cast::<u8>(), len));
+    }
+    0
+}
+
+unsafe extern "C" fn on_wakeup(ctx: *mut c_void) {
+    // SAFETY: `ctx` is the test's counter.
+    unsafe { *ctx.cast::<u32>() += 1 };
+}
+
+fn trace(pt: *mut perfaux_pt, kind: u32, arg: u32, a: u64) -> i32 {
+    let e = perfaux_trace_event { kind, arg, a, b: 0 };
+    // SAFETY: `pt` points to initialized storage; `e` is a local.
+    unsafe { perfaux_pt_trace(pt, &e) }
+}
+
+#[test]
+fn ring_writer_and_reader() {
+    let mem = RingMemory::new(2, 0);
+    let mut wakeups = 0u32;
+    let config = perfaux_ring_config {
+        flags: 0,
+        reserved: 0,
+        watermark: 64,
+        wakeup: perfaux_wakeup {
+            func: Some(on_wakeup),
+            ctx: (&raw mut wakeups).cast(),
+        },
+    };
+    // SAFETY (all calls below): storage lives on this frame, the memory in
+    // `mem`, both outliving every object; objects are torn down in order.
+    unsafe {
+        let mut storage: (perfaux_ring, perfaux_consumer) = zeroed();
+        // Raw pointers, taken once: a ring refers to its own storage (its
+        // wakeup), so no `&mut` of it may be taken afterwards.
+        let ring: *mut perfaux_ring = &raw mut storage.0;
+        let cons: *mut perfaux_consumer = &raw mut storage.1;
+        let chunks = mem.chunks().as_ptr().cast::<*mut c_void>();
+        assert_eq!(
+            perfaux_ring_init(ring, mem.user_page().cast(), chunks, 2, 0, &config),
+            0
+        );
+        assert_eq!(
+            perfaux_consumer_init(cons, mem.user_page().cast(), chunks, 2, 0),
+            0
+        );
+        for n in 0..40u16 {
+            let mut h: perfaux_output_handle = zeroed();
+            let size = 16 + 8 * usize::from(n % 20);
+            let mut rec = vec![n as u8; size];
+            rec[..4].copy_from_slice(&0x1000u32.to_ne_bytes());
+            rec[6..8].copy_from_slice(&(size as u16).to_ne_bytes());
+            assert_eq!(perfaux_output_begin(&mut h, ring, size, null()), 0);
+            assert_eq!(perfaux_output_copy(&mut h, rec.as_ptr().cast(), size), 0);
+            assert_eq!(perfaux_output_end(&mut h), 0);
+            assert!(perfaux_consumer_refresh(cons) > 0);
+            let mut back = [0u8; 256];
+            assert_eq!(
+                perfaux_consumer_next(cons, back.as_mut_ptr().cast(), back.len()),
+                size as isize
+            );
+            assert_eq!(&back[..size], &rec[..]);
+            assert_eq!(perfaux_consumer_commit(cons), 0);
+        }
+        assert!(wakeups > 0);
+        assert_eq!(perfaux_output_end(&mut zeroed()), Error::Invalid.errno());
+        assert_eq!(perfaux_consumer_fini(cons), 0);
+        assert_eq!(perfaux_ring_fini(ring), 0);
+        assert_eq!(perfaux_ring_fini(ring), Error::Invalid.errno());
+    }
+}
+
+#[test]
+fn pt_leader_and_a_sampler_through_the_c_abi() {
+    let mem = RingMemory::new(4, 0);
+    let aux = AuxMemory::new(2, 0);
+    let tables = PageBlock::new(4096);
+    let mut leader_attr = PerfEventAttr::new(136);
+    leader_attr.type_ = 8;
+    leader_attr.sample_type = st::TID | st::TIME | st::IDENTIFIER;
+    leader_attr.flags = attr_flags::SAMPLE_ID_ALL;
+    let mut sampler_attr = PerfEventAttr::new(136);
+    sampler_attr.type_ = 1;
+    sampler_attr.sample_period = 1;
+    sampler_attr.sample_type = st::IDENTIFIER | st::AUX;
+    sampler_attr.aux_sample_size = 512;
+    sampler_attr.flags = attr_flags::SAMPLE_ID_ALL;
+    let (la, sa) = (leader_attr.to_bytes(), sampler_attr.to_bytes());
+    let counter = perfaux_pmu_ops {
+        caps: PERFAUX_CAP_NO_NMI,
+        reserved: 0,
+        add: None,
+        del: None,
+        start: None,
+        stop: None,
+        snapshot_aux: None,
+        ctx: null_mut(),
+    };
+    let platform = perfaux_platform {
+        cpu: None,
+        clock: None,
+        current: None,
+        irq_save: None,
+        irq_restore: None,
+        ctx: null_mut(),
+    };
+    let overwrite = perfaux_aux_config {
+        flags: PERFAUX_AUX_OVERWRITE,
+        reserved: 0,
+        watermark: 0,
+        wakeup: perfaux_wakeup {
+            func: None,
+            ctx: null_mut(),
+        },
+    };
+    // SAFETY (all calls below): as in the ring test; the events are torn
+    // down before the PMU, area and ring they refer to.
+    unsafe {
+        let mut storage: (
+            perfaux_ring,
+            perfaux_aux_area,
+            perfaux_pt,
+            perfaux_event,
+            perfaux_event,
+        ) = zeroed();
+        // Raw pointers, taken once: the objects refer to each other in
+        // place, so no `&mut` may be taken of them afterwards.
+        let ring: *mut perfaux_ring = &raw mut storage.0;
+        let area: *mut perfaux_aux_area = &raw mut storage.1;
+        let pt: *mut perfaux_pt = &raw mut storage.2;
+        let leader: *mut perfaux_event = &raw mut storage.3;
+        let sampler: *mut perfaux_event = &raw mut storage.4;
+        let chunks = mem.chunks().as_ptr().cast::<*mut c_void>();
+        let pages = aux.pages().as_ptr().cast::<*mut c_void>();
+        assert_eq!(
+            perfaux_ring_init(ring, mem.user_page().cast(), chunks, 4, 0, null()),
+            0
+        );
+        assert_eq!(
+            perfaux_aux_area_init(area, mem.user_page().cast(), pages, 2, &overwrite),
+            0
+        );
+        assert_eq!(
+            perfaux_pt_init_area(
+                pt,
+                tables.ptr().cast(),
+                1,
+                area,
+                ring,
+                null(),
+                null(),
+                null(),
+                256
+            ),
+            0
+        );
+        assert_eq!(
+            perfaux_event_open_pt(leader, la.as_ptr().cast(), pt, 1, 0, null(), null()),
+            0
+        );
+        assert_eq!(perfaux_event_set_buffer(leader, ring, area), 0);
+        assert_eq!(
+            perfaux_event_open(sampler, sa.as_ptr().cast(), &counter, 2, 0, leader, null()),
+            0
+        );
+        assert_eq!(perfaux_event_join_group(sampler), 0);
+        assert_eq!(perfaux_event_set_output(sampler, leader), 0);
+        assert_eq!(perfaux_event_sched_in(leader, &platform), 0);
+        assert_eq!(trace(pt, PERFAUX_TRACE_ENABLE, 0, 0x40_0000), 0);
+        for i in 0..300u64 {
+            assert_eq!(trace(pt, PERFAUX_TRACE_BRANCH, (i % 3 == 0) as u32, 0), 0);
+            if i % 4 == 0 {
+                assert_eq!(trace(pt, PERFAUX_TRACE_INDIRECT, 0, 0x40_0000 + i * 32), 0);
+            }
+        }
+        let data: perfaux_sample_data = zeroed();
+        assert_eq!(
+            perfaux_event_overflow(sampler, &platform, &data),
+            8 + 8 + 8 + 512
+        );
+        let mut direct = Vec::new();
+        let sink = perfaux_sink {
+            copy: Some(collect),
+            ctx: (&raw mut direct).cast(),
+        };
+        assert_eq!(perfaux_pt_snapshot_aux(pt, &sink, 512), 512);
+        let records = mem.records();
+        let sample = records
+            .iter()
+            .find(|r| u32::from_ne_bytes(r[..4].try_into().unwrap()) == 9)
+            .expect("a sample");
+        assert_eq!(
+            &sample[24..],
+            &direct[..],
+            "the sample's AUX block is the snapshot"
+        );
+        assert_eq!(perfaux_event_fini(sampler), 0);
+        assert_eq!(perfaux_event_fini(leader), 0);
+        assert_eq!(perfaux_pt_fini(pt), 0);
+        assert_eq!(perfaux_aux_area_fini(area), 0);
+        assert_eq!(perfaux_ring_fini(ring), 0);
+    }
+}
