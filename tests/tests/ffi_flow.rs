@@ -48,7 +48,7 @@ fn ring_writer_and_reader() {
             ctx: (&raw mut wakeups).cast(),
         },
     };
-    // SAFETY (all calls below): storage lives on this frame, the memory in
+    // SAFETY: for all calls below: storage lives on this frame, the memory in
     // `mem`, both outliving every object; objects are torn down in order.
     unsafe {
         let mut storage: (perfaux_ring, perfaux_consumer) = zeroed();
@@ -134,7 +134,7 @@ fn pt_leader_and_a_sampler_through_the_c_abi() {
             ctx: null_mut(),
         },
     };
-    // SAFETY (all calls below): as in the ring test; the events are torn
+    // SAFETY: for all calls below, as in the ring test; the events are torn
     // down before the PMU, area and ring they refer to.
     unsafe {
         let mut storage: (
