@@ -67,7 +67,8 @@ fn valgrind() -> Option<&'static str> {
 /// Compiles `tests/c/<name>.c` and runs it; returns its stdout.
 fn run_c(name: &str) -> String {
     let lib = staticlib();
-    let dir = std::env::temp_dir().join(format!("perfaux-c-{}", std::process::id()));
+    // One directory per program: the tests run in parallel and each removes its own.
+    let dir = std::env::temp_dir().join(format!("perfaux-c-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let exe = dir.join(name);
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());

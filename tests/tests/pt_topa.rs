@@ -67,8 +67,8 @@ fn mixed_chunk_orders_become_one_region_each() {
     // Every page offset maps to its region and back.
     for off in (0..topa.size()).step_by(512) {
         let pos = topa.position_of(off);
-        assert_eq!(topa.offset_of(pos), off);
-        let e = topa.entry(pos.table, pos.index);
+        assert_eq!(topa.offset_of(pos), Some(off));
+        let e = topa.entry(pos.table, pos.index).expect("a region");
         let page = (off / 4096) as usize;
         assert_eq!(
             e.base() + pos.offset,
@@ -85,7 +85,16 @@ fn the_largest_region() {
     let topa = Topa::build(&mut t, aux.pages(), &IdentityMap).unwrap();
     assert_eq!(layout(&topa), [(15, aux.pages()[0] as u64)]);
     assert_eq!(topa.size(), 128 << 20);
-    assert_eq!(topa.entry(0, 0).size(), 128 << 20);
+    assert_eq!(topa.entry(0, 0).map(|e| e.size()), Some(128 << 20));
+    // Positions outside the tables (a broken tracer) are no region.
+    assert_eq!(topa.entry(0, 1), None, "past the last region");
+    assert_eq!(topa.entry(1, 0), None, "past the last table");
+    let wild = perfaux::pt::topa::TopaPosition {
+        table: 3,
+        index: 0,
+        offset: 0,
+    };
+    assert_eq!(topa.offset_of(wild), None);
 }
 
 #[test]
@@ -115,7 +124,7 @@ fn many_regions_chain_tables() {
     let mut wrapped = false;
     for region in 0..1024u64 {
         assert!(!wrapped);
-        assert_eq!(topa.offset_of(pos), region * 4096);
+        assert_eq!(topa.offset_of(pos), Some(region * 4096));
         assert_eq!(
             topa.position_of(region * 4096 + 100),
             TopaPosition { offset: 100, ..pos }
@@ -144,7 +153,7 @@ fn c13_a_full_region_is_the_start_of_the_next() {
         index: 1,
         offset: 4096,
     };
-    assert_eq!(topa.offset_of(full), 2 * 4096);
+    assert_eq!(topa.offset_of(full), Some(2 * 4096));
     // And the hardware's MASK_PTRS encoding of it round trips.
     assert_eq!(TopaPosition::from_mask_ptrs(0, full.mask_ptrs()), full);
 }

@@ -146,9 +146,8 @@ impl<'x, O: AuxOutput> PtPmu<'x, O> {
     }
 
     /// The output position as the MSRs say (`pt_read_offset`).
-    fn hw_position(&self) -> TopaPosition {
+    fn hw_position(&self, topa: &Topa<'_>) -> TopaPosition {
         let (base, mask) = self.hw.output();
-        let topa = self.topa.borrow();
         let table = topa
             .tables()
             .iter()
@@ -157,12 +156,21 @@ impl<'x, O: AuxOutput> PtPmu<'x, O> {
         TopaPosition::from_mask_ptrs(table, mask)
     }
 
-    /// The write position in the buffer, 0 up to the buffer size.
+    /// The write position in the buffer, 0 up to the buffer size. A tracer
+    /// that reports a position outside the tables (broken hardware) reads
+    /// as the buffer start.
     fn position(&self) -> u64 {
+        let size = self.output.size().max(1);
         if self.single {
-            return (self.hw.output().1 >> 32) % self.output.size();
+            return (self.hw.output().1 >> 32) % size;
         }
-        self.topa.borrow().offset_of(self.hw_position())
+        // `topa` is borrowed mutably only inside `busy` sections, which
+        // the PMI entries never enter: this borrow cannot fail.
+        let Ok(topa) = self.topa.try_borrow() else {
+            return 0;
+        };
+        topa.offset_of(self.hw_position(&topa))
+            .map_or(0, |o| o % size)
     }
 
     /// Programs the output at buffer offset `head` (`pt_buffer_reset_offsets`
@@ -172,32 +180,36 @@ impl<'x, O: AuxOutput> PtPmu<'x, O> {
         if self.single {
             let mask = 0x7f | ((size - 1) & !0x7f) | ((head & (size - 1)) << 32);
             self.hw.set_topa(false);
-            self.hw
-                .set_output(self.phys.to_phys(self.output.pages()[0]), mask);
+            if let Some(&page) = self.output.pages().first() {
+                self.hw.set_output(self.phys.to_phys(page), mask);
+            }
             return;
         }
         self.hw.set_topa(true);
-        let topa = self.topa.borrow();
+        let Ok(topa) = self.topa.try_borrow() else {
+            return; // unreachable: see `position`
+        };
         let pos = topa.position_of(head);
-        let base = self
-            .phys
-            .to_phys(core::ptr::from_ref(&topa.tables()[pos.table]).cast());
-        self.hw.set_output(base, pos.mask_ptrs());
+        if let Some(table) = topa.tables().get(pos.table) {
+            let base = self.phys.to_phys(core::ptr::from_ref(table).cast());
+            self.hw.set_output(base, pos.mask_ptrs());
+        }
     }
 
     /// The region entry holding buffer page `page`, and the one before it.
-    fn entry_before_page(&self, page: u64) -> (usize, usize) {
-        let topa = self.topa.borrow();
+    fn entry_before_page(topa: &Topa<'_>, page: u64) -> (usize, usize) {
         let pos = topa.position_of(page * PAGE_SIZE as u64);
         if pos.index > 0 {
             return (pos.table, pos.index - 1);
         }
+        let tables = topa.tables();
         let table = if pos.table == 0 {
-            topa.tables().len() - 1
+            tables.len().saturating_sub(1)
         } else {
             pos.table - 1
         };
-        (table, topa.tables()[table].last as usize - 1)
+        let last = tables.get(table).map_or(0, |t| t.last as usize);
+        (table, last.saturating_sub(1))
     }
 
     /// `pt_buffer_reset_markers`: STOP+INT on the region before the one
@@ -206,8 +218,12 @@ impl<'x, O: AuxOutput> PtPmu<'x, O> {
     /// the current region cannot be filled without passing the consumer.
     fn reset_markers(&self, txn: AuxTransaction, head: u64) -> Result<()> {
         let space = txn.space;
-        let pos = self.topa.borrow().position_of(head);
-        let region = self.topa.borrow().entry(pos.table, pos.index).size();
+        // Inside `start_tracing`'s busy section: nothing else borrows it.
+        let Ok(mut topa) = self.topa.try_borrow_mut() else {
+            return Err(Error::Busy);
+        };
+        let pos = topa.position_of(head);
+        let region = topa.entry(pos.table, pos.index).map_or(0, |e| e.size());
         if pos.offset + space + 1 < region {
             self.output.flag(aux_flags::TRUNCATED);
             return Err(Error::Invalid);
@@ -220,11 +236,11 @@ impl<'x, O: AuxOutput> PtPmu<'x, O> {
         let stop_page = ((head >> 12) + npages) & (nr_pages - 1);
         let wakeup = txn.wakeup >> 12;
         let intr_page = ((head >> 12) + npages).wrapping_sub(1).min(wakeup) & (nr_pages - 1);
-        let stop = self.entry_before_page(stop_page);
-        let intr = self.entry_before_page(intr_page);
-        let mut topa = self.topa.borrow_mut();
+        let stop = Self::entry_before_page(&topa, stop_page);
+        let intr = Self::entry_before_page(&topa, intr_page);
         for t in 0..topa.tables().len() {
-            for i in 0..topa.tables()[t].last as usize {
+            let last = topa.tables().get(t).map_or(0, |table| table.last as usize);
+            for i in 0..last {
                 topa.mark(t, i, false, false);
             }
         }
@@ -286,18 +302,19 @@ impl<'x, O: AuxOutput> PtPmu<'x, O> {
             self.errors.set(self.errors.get() + 1);
         }
         if status & STATUS_STOPPED != 0 && !self.single {
-            let pos = self.hw_position();
-            let topa = self.topa.borrow();
-            if pos.offset == topa.entry(pos.table, pos.index).size() {
-                truncated = true;
-                let (next, wrapped) = topa.advance(pos);
-                if wrapped {
-                    self.wrapped.set(true);
+            if let Ok(topa) = self.topa.try_borrow() {
+                let pos = self.hw_position(&topa);
+                if topa.entry(pos.table, pos.index).map(|e| e.size()) == Some(pos.offset) {
+                    truncated = true;
+                    let (next, wrapped) = topa.advance(pos);
+                    if wrapped {
+                        self.wrapped.set(true);
+                    }
+                    if let Some(table) = topa.tables().get(next.table) {
+                        let base = self.phys.to_phys(core::ptr::from_ref(table).cast());
+                        self.hw.set_output(base, next.mask_ptrs());
+                    }
                 }
-                let base = self
-                    .phys
-                    .to_phys(core::ptr::from_ref(&topa.tables()[next.table]).cast());
-                self.hw.set_output(base, next.mask_ptrs());
             }
         }
         self.hw

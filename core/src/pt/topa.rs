@@ -117,6 +117,13 @@ pub struct TopaTable {
 static_assertions::const_assert_eq!(core::mem::size_of::<TopaTable>(), PAGE_SIZE);
 
 impl TopaTable {
+    /// Writes entry `index`, if the table has one there.
+    fn set_entry(&mut self, index: usize, entry: TopaEntry) {
+        if let Some(e) = self.entries.get_mut(index) {
+            *e = entry;
+        }
+    }
+
     /// An empty table.
     pub const fn new() -> TopaTable {
         TopaTable {
@@ -212,40 +219,47 @@ impl<'t> Topa<'t> {
         if n == 0 || !n.is_power_of_two() || pages.iter().any(|p| p.is_null()) {
             return Err(Error::Invalid);
         }
-        if tables.is_empty() {
+        let Some(first) = tables.first_mut() else {
             return Err(Error::NoMemory);
-        }
+        };
+        *first = TopaTable::new();
+        let head = phys.to_phys(core::ptr::from_ref(first).cast());
         let mut count = 1;
-        tables[0] = TopaTable::new();
         let mut offset = 0u64;
         let mut i = 0;
-        while i < n {
+        while let Some(&page) = pages.get(i) {
             let order = run_order(pages, i, phys);
-            let entry = TopaEntry::region(phys.to_phys(pages[i]), order)?;
+            let entry = TopaEntry::region(phys.to_phys(page), order)?;
             // A full table links to a fresh one (the last slot keeps the END).
-            if tables[count - 1].last as usize == TENTS_PER_PAGE - 1 {
-                if count == tables.len() {
+            let (done, rest) = tables.split_at_mut(count);
+            let Some(current) = done.last_mut() else {
+                return Err(Error::NoMemory); // unreachable: count >= 1
+            };
+            let current = if current.last as usize == TENTS_PER_PAGE - 1 {
+                let Some(next) = rest.first_mut() else {
                     return Err(Error::NoMemory);
-                }
-                tables[count] = TopaTable::new();
-                tables[count].offset = offset;
-                let link =
-                    TopaEntry::link(phys.to_phys(core::ptr::from_ref(&tables[count]).cast()))?;
-                let prev = &mut tables[count - 1];
-                prev.entries[prev.last as usize] = link;
+                };
+                *next = TopaTable::new();
+                next.offset = offset;
+                let link = TopaEntry::link(phys.to_phys(core::ptr::from_ref(next).cast()))?;
+                current.set_entry(current.last as usize, link);
                 count += 1;
-            }
-            let t = &mut tables[count - 1];
-            t.entries[t.last as usize] = entry;
-            t.last += 1;
-            t.size += entry.size();
+                next
+            } else {
+                current
+            };
+            current.set_entry(current.last as usize, entry);
+            current.last += 1;
+            current.size += entry.size();
             offset += entry.size();
             i += 1 << order;
         }
         // Close the ring: the last table links back to the first.
-        let first = TopaEntry::link(phys.to_phys(core::ptr::from_ref(&tables[0]).cast()))?;
-        let last = &mut tables[count - 1];
-        last.entries[last.last as usize] = first;
+        let first_link = TopaEntry::link(head)?;
+        let Some(last) = tables.get_mut(count - 1) else {
+            return Err(Error::NoMemory); // unreachable: count <= len
+        };
+        last.set_entry(last.last as usize, first_link);
         Ok(Topa {
             tables,
             count,
@@ -260,7 +274,8 @@ impl<'t> Topa<'t> {
 
     /// The tables in use.
     pub fn tables(&self) -> &[TopaTable] {
-        &self.tables[..self.count]
+        // INVARIANT: `count <= tables.len()` (`build`).
+        self.tables.get(..self.count).unwrap_or(&[])
     }
 
     /// Number of regions.
@@ -268,15 +283,30 @@ impl<'t> Topa<'t> {
         self.tables().iter().map(|t| t.last as usize).sum()
     }
 
-    /// The region entry at `table`/`index`.
-    pub fn entry(&self, table: usize, index: usize) -> TopaEntry {
-        self.tables[table].entries[index]
+    /// The region entry at `table`/`index`, if there is one (a position
+    /// read from the hardware may point anywhere).
+    pub fn entry(&self, table: usize, index: usize) -> Option<TopaEntry> {
+        let t = self.tables().get(table)?;
+        if index >= t.last as usize {
+            return None;
+        }
+        t.entries.get(index).copied()
     }
 
-    /// Sets the INT/STOP marks of one region.
+    /// Sets the INT/STOP marks of one region (no such region: nothing).
     pub fn mark(&mut self, table: usize, index: usize, int: bool, stop: bool) {
-        let e = &mut self.tables[table].entries[index];
-        *e = e.with_marks(int, stop);
+        let Some(t) = self
+            .tables
+            .get_mut(..self.count)
+            .and_then(|t| t.get_mut(table))
+        else {
+            return;
+        };
+        if index < t.last as usize {
+            if let Some(e) = t.entries.get_mut(index) {
+                *e = e.with_marks(int, stop);
+            }
+        }
     }
 
     /// The position of buffer offset `offset` (masked to the buffer size)
@@ -286,8 +316,9 @@ impl<'t> Topa<'t> {
         for (t, table) in self.tables().iter().enumerate() {
             if offset < table.offset + table.size {
                 let mut start = table.offset;
-                for index in 0..table.last as usize {
-                    let size = table.entries[index].size();
+                let regions = table.entries.iter().take(table.last as usize);
+                for (index, entry) in regions.enumerate() {
+                    let size = entry.size();
                     if offset < start + size {
                         return TopaPosition {
                             table: t,
@@ -306,10 +337,14 @@ impl<'t> Topa<'t> {
     /// table's offset, the regions before the entry, and the region offset.
     /// An offset equal to the region's size (the hardware has filled it and
     /// not moved on yet) gives the start of the next region.
-    pub fn offset_of(&self, pos: TopaPosition) -> u64 {
-        let t = &self.tables[pos.table];
-        let before: u64 = t.entries[..pos.index].iter().map(|e| e.size()).sum();
-        t.offset + before + pos.offset
+    /// `None` for a position outside the tables (a broken tracer).
+    pub fn offset_of(&self, pos: TopaPosition) -> Option<u64> {
+        let t = self.tables().get(pos.table)?;
+        if pos.index > t.last as usize {
+            return None;
+        }
+        let before: u64 = t.entries.iter().take(pos.index).map(|e| e.size()).sum();
+        Some(t.offset + before + pos.offset)
     }
 
     /// The position after `pos`'s region is full (`pt_buffer_advance`):
@@ -320,7 +355,8 @@ impl<'t> Topa<'t> {
             index: pos.index + 1,
             offset: 0,
         };
-        if next.index == self.tables[pos.table].last as usize {
+        let last = self.tables().get(pos.table).map_or(0, |t| t.last as usize);
+        if next.index >= last {
             next.index = 0;
             next.table += 1;
             if next.table == self.count {
@@ -336,7 +372,10 @@ impl<'t> Topa<'t> {
 /// physically contiguous pages, aligned in memory to its size (a region
 /// base must be), at most 2^15 pages.
 fn run_order(pages: &[*mut u8], i: usize, phys: &dyn PhysMap) -> u32 {
-    let base = phys.to_phys(pages[i]);
+    let Some(&first) = pages.get(i) else {
+        return 0;
+    };
+    let base = phys.to_phys(first);
     let mut order = 0;
     while order < MAX_REGION_ORDER {
         let next = order + 1;
@@ -344,8 +383,11 @@ fn run_order(pages: &[*mut u8], i: usize, phys: &dyn PhysMap) -> u32 {
         if i + len > pages.len() || base % ((PAGE_SIZE as u64) << next) != 0 {
             break;
         }
-        let contiguous = (1usize << order..len)
-            .all(|j| phys.to_phys(pages[i + j]) == base + (j * PAGE_SIZE) as u64);
+        let contiguous = (1usize << order..len).all(|j| {
+            pages
+                .get(i + j)
+                .is_some_and(|&p| phys.to_phys(p) == base + (j * PAGE_SIZE) as u64)
+        });
         if !contiguous {
             break;
         }

@@ -103,9 +103,11 @@ impl<'a> Consumer<'a> {
         self.available()
     }
 
-    /// Bytes between the read position and the last loaded `data_head`.
+    /// Bytes between the read position and the last loaded `data_head`, at
+    /// most the data size (a `data_head` further ahead is a writer's bug;
+    /// without chunks there is never anything to read).
     pub fn available(&self) -> u64 {
-        self.head.wrapping_sub(self.pos)
+        self.head.wrapping_sub(self.pos).min(self.pages.data_size())
     }
 
     /// The size of the next record below the last loaded `data_head`,
@@ -121,7 +123,8 @@ impl<'a> Consumer<'a> {
         }
         let mut hb = [0u8; HEADER_SIZE];
         // SAFETY: the header lies in [pos, head): published and not yet
-        // consumed, so the writer does not touch it (writable mode).
+        // consumed, so the writer does not touch it (writable mode); bytes
+        // available mean chunks (`available` is at most the data size).
         unsafe { self.pages.read(self.pos, &mut hb) };
         let size = u64::from(u16::from_ne_bytes([hb[6], hb[7]]));
         if size < HEADER_SIZE as u64 || size > avail {
@@ -147,14 +150,17 @@ impl<'a> Consumer<'a> {
             return Some(Err(Error::Invalid));
         }
         // SAFETY: the header lies in [pos, head): published and not yet
-        // consumed, so the writer does not touch it (writable mode).
+        // consumed, so the writer does not touch it (writable mode); bytes
+        // available mean chunks (`available` is at most the data size).
         unsafe { self.pages.read(self.pos, &mut hb) };
         let size = u64::from(u16::from_ne_bytes([hb[6], hb[7]]));
         if size < HEADER_SIZE as u64 || size > avail {
             return Some(Err(Error::Invalid));
         }
         let size = size as usize;
-        let (_, at, left_in_chunk) = self.pages.locate(self.pos);
+        // SAFETY: bytes available mean chunks to hold them (`available` is
+        // at most the data size).
+        let (_, at, left_in_chunk) = unsafe { self.pages.locate(self.pos) };
         // Under loom the payload lives in loom words: always copy.
         let record = if size <= left_in_chunk && !cfg!(loom) {
             // SAFETY: `at` is valid for `left_in_chunk >= size` bytes; they
@@ -232,7 +238,8 @@ impl<'a> BackwardReader<'a> {
                 break;
             }
             let mut hb = [0u8; HEADER_SIZE];
-            // SAFETY: no writer is active (contract).
+            // SAFETY: no writer is active (contract); the loop runs only
+            // with chunks (`data_size != 0`).
             unsafe { pages.read(end, &mut hb) };
             last = u64::from(u16::from_ne_bytes([hb[6], hb[7]]));
             if last < HEADER_SIZE as u64 {
@@ -251,13 +258,17 @@ impl<'a> BackwardReader<'a> {
     /// Copies the next (older) record into `out` and returns its length, or
     /// `None` at the end. `ENOMEM` if `out` is too small (the record stays unread).
     pub fn next_record(&mut self, out: &mut [u8]) -> Option<Result<usize>> {
-        if self.pos == self.end {
+        if self.pos == self.end || self.pages.data_size() == 0 {
             return None;
         }
         let mut hb = [0u8; HEADER_SIZE];
-        // SAFETY: no writer is active (contract).
+        // SAFETY: no writer is active (contract); the area has chunks
+        // (checked).
         unsafe { self.pages.read(self.pos, &mut hb) };
         let size = usize::from(u16::from_ne_bytes([hb[6], hb[7]]));
+        if size < HEADER_SIZE {
+            return Some(Err(Error::Invalid));
+        }
         let Some(dst) = out.get_mut(..size) else {
             return Some(Err(Error::NoMemory));
         };

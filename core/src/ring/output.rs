@@ -148,7 +148,9 @@ impl<'a, H: NestHook> Ring<'a, H> {
             self.wakeup.fetch_add(self.watermark);
         }
 
-        let (chunk, addr, left_in_chunk) = self.pages.locate(start);
+        // SAFETY: a ring without chunks is paused forever (`with_hook`,
+        // `resume`), and a paused ring returned above: there are chunks.
+        let (chunk, addr, left_in_chunk) = unsafe { self.pages.locate(start) };
         let mut handle = OutputHandle {
             ring: self,
             chunk,
@@ -327,7 +329,9 @@ impl<H: NestHook> OutputHandle<'_, '_, H> {
             self.addr = self.addr.wrapping_add(piece);
             if self.left_in_chunk == 0 {
                 self.chunk = self.chunk.wrapping_add(1); // masked by `chunk()`
-                self.addr = self.ring.pages.chunk(self.chunk);
+                // SAFETY: a handle exists only on a ring with chunks (see
+                // `begin`).
+                self.addr = unsafe { self.ring.pages.chunk(self.chunk) };
                 self.left_in_chunk = self.ring.pages.chunk_size();
             }
         }

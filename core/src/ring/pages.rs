@@ -87,26 +87,35 @@ impl<'a> DataPages<'a> {
     }
 
     /// The chunk holding free-running position `pos`, the address of `pos`
-    /// in it, and the bytes left in that chunk from there. Must not be
-    /// called on an area without chunks.
+    /// in it, and the bytes left in that chunk from there.
+    ///
+    /// # Safety
+    /// The area must have at least one chunk (a ring without chunks is
+    /// paused forever and never writes; consumers read nothing from it).
     #[inline(always)]
-    pub(crate) fn locate(&self, pos: u64) -> (usize, *mut u8, usize) {
+    pub(crate) unsafe fn locate(&self, pos: u64) -> (usize, *mut u8, usize) {
+        debug_assert!(!self.chunks.is_empty());
         let chunk_mask = (self.chunk_size() - 1) as u64;
         let index = ((pos >> self.chunk_shift) as usize) & self.index_mask;
         let within = (pos & chunk_mask) as usize;
+        // SAFETY: `index <= index_mask = len - 1` (the count is a power of
+        // two, and not 0: the caller's contract), so it is in bounds: no
+        // bounds check, no panic path on the write path.
+        let base = unsafe { *self.chunks.get_unchecked(index) };
         // `wrapping_add` keeps this safe code; the result lies inside the
         // chunk because `within < chunk_size()` (type invariant).
-        (
-            index,
-            self.chunks[index].wrapping_add(within),
-            self.chunk_size() - within,
-        )
+        (index, base.wrapping_add(within), self.chunk_size() - within)
     }
 
     /// The start of chunk `index` (masked to the chunk count).
+    ///
+    /// # Safety
+    /// As [`locate`](Self::locate): the area has at least one chunk.
     #[inline(always)]
-    pub(crate) fn chunk(&self, index: usize) -> *mut u8 {
-        self.chunks[index & (self.chunks.len() - 1)]
+    pub(crate) unsafe fn chunk(&self, index: usize) -> *mut u8 {
+        debug_assert!(!self.chunks.is_empty());
+        // SAFETY: masked with `len - 1` of a non-empty power-of-two table.
+        unsafe { *self.chunks.get_unchecked(index & self.index_mask) }
     }
 
     /// Zeroes every chunk (set-up path).
@@ -123,10 +132,13 @@ impl<'a> DataPages<'a> {
     ///
     /// # Safety
     /// Nobody may write the bytes read while this runs (the consumer's side
-    /// of the protocol guarantees it for published, unconsumed bytes).
+    /// of the protocol guarantees it for published, unconsumed bytes), and
+    /// the area must have a chunk if `out` is not empty.
     pub(crate) unsafe fn read(&self, mut pos: u64, mut out: &mut [u8]) {
         while !out.is_empty() {
-            let (_, src, left) = self.locate(pos);
+            // SAFETY: bytes to read mean chunks to read them from (the
+            // caller's contract).
+            let (_, src, left) = unsafe { self.locate(pos) };
             let n = left.min(out.len());
             let (now, rest) = out.split_at_mut(n);
             // SAFETY: `src` is valid for `left >= n` bytes (locate); nobody
