@@ -259,7 +259,8 @@ fn write_aux_record<H: NestHook, E: OutputEvent>(
     if let Some(t) = trailer {
         let mut buf = [0u8; MAX_SAMPLE_ID_SIZE];
         let n = t.encode(&mut buf);
-        let _ = h.copy(&buf[..n]);
+        let (bytes, _) = buf.split_at(n.min(buf.len()));
+        let _ = h.copy(bytes);
     }
     h.end();
 }
@@ -288,7 +289,8 @@ pub fn write_itrace_start<H: NestHook, E: OutputEvent>(
     if let Some(t) = trailer {
         let mut buf = [0u8; MAX_SAMPLE_ID_SIZE];
         let n = t.encode(&mut buf);
-        let _ = h.copy(&buf[..n]);
+        let (bytes, _) = buf.split_at(n.min(buf.len()));
+        let _ = h.copy(bytes);
     }
     h.end();
     Ok(())

@@ -490,7 +490,8 @@ impl<O: AuxOutput> Pmu for PtPmu<'_, O> {
         let to = self.position();
         let bufsize = self.output.size();
         let size = size.min(bufsize);
-        let from = (to + bufsize - size) % bufsize;
+        // (An output without pages has no transaction: bufsize is not 0.)
+        let from = (to + bufsize - size).checked_rem(bufsize).unwrap_or(0);
         // SAFETY: the pages are valid while the transaction is open (the
         // `AuxOutput` contract) and the tracer is stopped for the copy.
         let n = match unsafe { copy_aux_pages(self.output.pages(), sink, from, to) } {

@@ -231,7 +231,9 @@ impl<'t> Topa<'t> {
             let order = run_order(pages, i, phys);
             let entry = TopaEntry::region(phys.to_phys(page), order)?;
             // A full table links to a fresh one (the last slot keeps the END).
-            let (done, rest) = tables.split_at_mut(count);
+            let Some((done, rest)) = tables.split_at_mut_checked(count) else {
+                return Err(Error::NoMemory); // unreachable: count <= len
+            };
             let Some(current) = done.last_mut() else {
                 return Err(Error::NoMemory); // unreachable: count >= 1
             };

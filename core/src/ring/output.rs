@@ -245,10 +245,14 @@ impl<H: NestHook> OutputHandle<'_, '_, H> {
     pub fn copy(&mut self, buf: &[u8]) -> usize {
         let (now, rest) = buf.split_at(buf.len().min(self.left));
         self.walk(now.len(), |dst, from, n| {
-            // SAFETY: `dst` is valid for `n <= left_in_chunk` bytes of the
-            // reserved record (walk's contract); `now` is caller memory, not
-            // ring memory, so they do not overlap.
-            unsafe { copy_to(dst, &now[from..from + n]) }
+            // `walk` hands out pieces inside `0..now.len()`: `get` never
+            // misses, and leaves no panic path in the writer.
+            if let Some(src) = now.get(from..from + n) {
+                // SAFETY: `dst` is valid for `n <= left_in_chunk` bytes of the
+                // reserved record (walk's contract); `src` is caller memory,
+                // not ring memory, so they do not overlap.
+                unsafe { copy_to(dst, src) }
+            }
         });
         rest.len()
     }
@@ -356,7 +360,8 @@ impl<H: NestHook> OutputHandle<'_, '_, H> {
         if let Some(t) = trailer {
             let mut buf = [0u8; super::sample_id::MAX_SAMPLE_ID_SIZE];
             let n = t.encode(&mut buf);
-            let _ = self.copy(&buf[..n]);
+            let (bytes, _) = buf.split_at(n.min(buf.len()));
+            let _ = self.copy(bytes);
         }
     }
 }

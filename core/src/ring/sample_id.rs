@@ -69,8 +69,11 @@ impl SampleId {
         let mut buf = [0u8; MAX_SAMPLE_ID_SIZE];
         let mut n = 0;
         let mut put = |word: [u8; 8]| {
-            buf[n..n + 8].copy_from_slice(&word);
-            n += 8;
+            // At most six words: always room (MAX_SAMPLE_ID_SIZE).
+            if let Some(slot) = buf.get_mut(n..n + 8) {
+                slot.copy_from_slice(&word);
+                n += 8;
+            }
         };
         if t & st::TID != 0 {
             put(pair_ne(self.pid, self.tid));
@@ -90,8 +93,10 @@ impl SampleId {
         if t & st::IDENTIFIER != 0 {
             put(self.id.to_ne_bytes());
         }
-        let len = n.min(out.len());
-        out[..len].copy_from_slice(&buf[..len]);
+        let len = n.min(out.len()).min(buf.len());
+        let (dst, _) = out.split_at_mut(len);
+        let (src, _) = buf.split_at(len);
+        dst.copy_from_slice(src);
         n
     }
 }

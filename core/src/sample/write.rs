@@ -67,7 +67,9 @@ pub fn output<H: NestHook, P>(
             Some(raw) => {
                 let _ = h.copy(&layout.raw_size.to_ne_bytes());
                 let _ = h.copy(raw);
-                let _ = h.copy(&ZEROS[..layout.raw_size as usize - raw.len()]);
+                // Padding (at most 7 bytes, `prepare`'s rounding).
+                let pad = (layout.raw_size as usize).saturating_sub(raw.len());
+                let _ = h.copy(ZEROS.get(..pad).unwrap_or(&ZEROS));
             }
             None => {
                 // The empty RAW: size 4, then one zero u32.
@@ -105,7 +107,7 @@ pub fn output<H: NestHook, P>(
         let _ = h.put_u64(u64::from(layout.stack_size));
         if layout.stack_size != 0 {
             let stack = data.stack_user.stack.unwrap_or(&[]);
-            let dump = &stack[..usize::from(layout.stack_size).min(stack.len())];
+            let (dump, _) = stack.split_at(usize::from(layout.stack_size).min(stack.len()));
             let _ = h.copy(dump);
             // Bytes that could not be copied are skipped, as Linux does.
             let _ = h.skip(usize::from(layout.stack_size) - dump.len());
@@ -194,7 +196,7 @@ fn write_regs<H: NestHook>(h: &mut OutputHandle<'_, '_, H>, regs: &Regs<'_>) {
 /// Zeroes whatever is left of the reservation.
 fn zero_fill<H: NestHook>(h: &mut OutputHandle<'_, '_, H>) {
     while h.remaining() != 0 {
-        let n = h.remaining().min(ZEROS.len());
-        let _ = h.copy(&ZEROS[..n]);
+        let (zeros, _) = ZEROS.split_at(h.remaining().min(ZEROS.len()));
+        let _ = h.copy(zeros);
     }
 }
