@@ -33,9 +33,19 @@
 #define PERFAUX_AUX_AREA_WORDS 24
 
 /**
+ * Size in bytes of `struct perfaux_aux_area` (aligned to `PERFAUX_OBJECT_ALIGN`).
+ */
+#define PERFAUX_AUX_AREA_SIZE (PERFAUX_AUX_AREA_WORDS * 8)
+
+/**
  * Words of `struct perfaux_aux_handle`.
  */
 #define PERFAUX_AUX_HANDLE_WORDS 8
+
+/**
+ * Size in bytes of `struct perfaux_aux_handle` (aligned to `PERFAUX_OBJECT_ALIGN`).
+ */
+#define PERFAUX_AUX_HANDLE_SIZE (PERFAUX_AUX_HANDLE_WORDS * 8)
 
 /**
  * The PMU has an AUX area (Linux: it implements `setup_aux`).
@@ -98,9 +108,19 @@
 #define PERFAUX_EVENT_WORDS 64
 
 /**
+ * Size in bytes of `struct perfaux_event` (aligned to `PERFAUX_OBJECT_ALIGN`).
+ */
+#define PERFAUX_EVENT_SIZE (PERFAUX_EVENT_WORDS * 8)
+
+/**
  * Words of `struct perfaux_pt`.
  */
 #define PERFAUX_PT_WORDS 96
+
+/**
+ * Size in bytes of `struct perfaux_pt` (aligned to `PERFAUX_OBJECT_ALIGN`).
+ */
+#define PERFAUX_PT_SIZE (PERFAUX_PT_WORDS * 8)
 
 /**
  * `PERF_EF_START` (add: start right away).
@@ -194,9 +214,19 @@
 #define PERFAUX_RING_BACKWARD (1 << 1)
 
 /**
+ * Alignment in bytes of every `struct perfaux_*` object storage.
+ */
+#define PERFAUX_OBJECT_ALIGN 8
+
+/**
  * Words of `struct perfaux_ring`.
  */
 #define PERFAUX_RING_WORDS 24
+
+/**
+ * Size in bytes of `struct perfaux_ring` (aligned to `PERFAUX_OBJECT_ALIGN`).
+ */
+#define PERFAUX_RING_SIZE (PERFAUX_RING_WORDS * 8)
 
 /**
  * Words of `struct perfaux_output_handle`.
@@ -204,9 +234,19 @@
 #define PERFAUX_OUTPUT_HANDLE_WORDS 8
 
 /**
+ * Size in bytes of `struct perfaux_output_handle` (aligned to `PERFAUX_OBJECT_ALIGN`).
+ */
+#define PERFAUX_OUTPUT_HANDLE_SIZE (PERFAUX_OUTPUT_HANDLE_WORDS * 8)
+
+/**
  * Words of `struct perfaux_consumer`.
  */
 #define PERFAUX_CONSUMER_WORDS 16
+
+/**
+ * Size in bytes of `struct perfaux_consumer` (aligned to `PERFAUX_OBJECT_ALIGN`).
+ */
+#define PERFAUX_CONSUMER_SIZE (PERFAUX_CONSUMER_WORDS * 8)
 
 /**
  * Storage of an AUX area. Opaque.

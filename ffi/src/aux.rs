@@ -22,6 +22,8 @@ pub const PERFAUX_AUX_OVERWRITE: u32 = 1 << 0;
 
 /// Words of `struct perfaux_aux_area`.
 pub const PERFAUX_AUX_AREA_WORDS: usize = 24;
+/// Size in bytes of `struct perfaux_aux_area` (aligned to `PERFAUX_OBJECT_ALIGN`).
+pub const PERFAUX_AUX_AREA_SIZE: usize = PERFAUX_AUX_AREA_WORDS * 8;
 
 /// How an AUX area behaves; all zero is a writable area with the watermark
 /// at half its size and nobody to wake.
@@ -181,6 +183,8 @@ pub unsafe extern "C" fn perfaux_aux_area_fini(area: *mut perfaux_aux_area) -> c
 
 /// Words of `struct perfaux_aux_handle`.
 pub const PERFAUX_AUX_HANDLE_WORDS: usize = 8;
+/// Size in bytes of `struct perfaux_aux_handle` (aligned to `PERFAUX_OBJECT_ALIGN`).
+pub const PERFAUX_AUX_HANDLE_SIZE: usize = PERFAUX_AUX_HANDLE_WORDS * 8;
 
 /// Storage of an AUX transaction (a driver's `perf_output_handle` on its
 /// AUX area). Opaque.

@@ -26,6 +26,8 @@ use crate::ring::{perfaux_ring, ring_ref, usable};
 
 /// Words of `struct perfaux_event`.
 pub const PERFAUX_EVENT_WORDS: usize = 64;
+/// Size in bytes of `struct perfaux_event` (aligned to `PERFAUX_OBJECT_ALIGN`).
+pub const PERFAUX_EVENT_SIZE: usize = PERFAUX_EVENT_WORDS * 8;
 
 /// Storage of an event. Opaque.
 #[repr(C)]

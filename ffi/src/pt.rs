@@ -29,6 +29,8 @@ use crate::ring::{fixed_event, perfaux_output_event, perfaux_ring, ring_ref, usa
 
 /// Words of `struct perfaux_pt`.
 pub const PERFAUX_PT_WORDS: usize = 96;
+/// Size in bytes of `struct perfaux_pt` (aligned to `PERFAUX_OBJECT_ALIGN`).
+pub const PERFAUX_PT_SIZE: usize = PERFAUX_PT_WORDS * 8;
 
 /// `PERF_EF_START` (add: start right away).
 pub const PERFAUX_EF_START: u32 = 0x01;

@@ -24,12 +24,21 @@ pub const PERFAUX_RING_OVERWRITE: u32 = 1 << 0;
 /// `perfaux_ring_config.flags`: write records backward (`write_backward`).
 pub const PERFAUX_RING_BACKWARD: u32 = 1 << 1;
 
+/// Alignment in bytes of every `struct perfaux_*` object storage.
+pub const PERFAUX_OBJECT_ALIGN: usize = 8;
+
 /// Words of `struct perfaux_ring`.
 pub const PERFAUX_RING_WORDS: usize = 24;
+/// Size in bytes of `struct perfaux_ring` (aligned to `PERFAUX_OBJECT_ALIGN`).
+pub const PERFAUX_RING_SIZE: usize = PERFAUX_RING_WORDS * 8;
 /// Words of `struct perfaux_output_handle`.
 pub const PERFAUX_OUTPUT_HANDLE_WORDS: usize = 8;
+/// Size in bytes of `struct perfaux_output_handle` (aligned to `PERFAUX_OBJECT_ALIGN`).
+pub const PERFAUX_OUTPUT_HANDLE_SIZE: usize = PERFAUX_OUTPUT_HANDLE_WORDS * 8;
 /// Words of `struct perfaux_consumer`.
 pub const PERFAUX_CONSUMER_WORDS: usize = 16;
+/// Size in bytes of `struct perfaux_consumer` (aligned to `PERFAUX_OBJECT_ALIGN`).
+pub const PERFAUX_CONSUMER_SIZE: usize = PERFAUX_CONSUMER_WORDS * 8;
 
 /// Called when the consumer should be woken (from the outermost writer's
 /// `end`, possibly in NMI context: it must not block, lock or allocate).
@@ -157,6 +166,8 @@ struct ConsumerBox {
 }
 
 const _: () = {
+    assert!(align_of::<perfaux_ring>() == PERFAUX_OBJECT_ALIGN);
+    assert!(size_of::<perfaux_ring>() == PERFAUX_RING_SIZE);
     assert!(size_of::<RingBox>() <= size_of::<perfaux_ring>());
     assert!(align_of::<RingBox>() <= align_of::<perfaux_ring>());
     assert!(size_of::<HandleBox>() <= size_of::<perfaux_output_handle>());

@@ -11,6 +11,18 @@
 #include "check.h"
 #include "perfaux.h"
 
+/* The storage types are what the size and alignment constants say. */
+#define SAME(type, size)                                                     \
+	_Static_assert(sizeof(type) == (size), #type " size");               \
+	_Static_assert(_Alignof(type) == PERFAUX_OBJECT_ALIGN, #type " alignment")
+SAME(perfaux_ring, PERFAUX_RING_SIZE);
+SAME(perfaux_output_handle, PERFAUX_OUTPUT_HANDLE_SIZE);
+SAME(perfaux_consumer, PERFAUX_CONSUMER_SIZE);
+SAME(perfaux_aux_area, PERFAUX_AUX_AREA_SIZE);
+SAME(perfaux_aux_handle, PERFAUX_AUX_HANDLE_SIZE);
+SAME(perfaux_pt, PERFAUX_PT_SIZE);
+SAME(perfaux_event, PERFAUX_EVENT_SIZE);
+
 #define CHUNKS 4
 #define PAGE 4096
 
