@@ -21,7 +21,7 @@ use perfaux::sample::SampleData;
 
 use crate::attr::read_attr;
 use crate::aux::{area_ref, perfaux_aux_area};
-use crate::pt::{CPlatform, perfaux_platform, perfaux_pt, perfaux_sink, pt_ref};
+use crate::pt::{CPlatform, perfaux_platform, perfaux_pt, perfaux_sink, pt_ref, with_c_sink};
 use crate::ring::{perfaux_ring, ring_ref, usable};
 
 /// Words of `struct perfaux_event`.
@@ -119,25 +119,6 @@ pub struct perfaux_sample_data {
 /// A C PMU as the engine's.
 struct OpsPmu(perfaux_pmu_ops);
 
-/// The engine's sink as a C sink's context.
-unsafe extern "C" fn engine_sink_copy(ctx: *mut c_void, bytes: *const c_void, len: usize) -> usize {
-    if bytes.is_null() && len != 0 {
-        return len;
-    }
-    // SAFETY: `ctx` is the `&mut &mut dyn OutputSink` `snapshot_aux` below
-    // passes for the duration of the callback; `bytes` readable for `len`
-    // (the C callback's contract, checked for NULL).
-    unsafe {
-        let sink = &mut *ctx.cast::<&mut dyn OutputSink>();
-        let src = if len == 0 {
-            &[][..]
-        } else {
-            core::slice::from_raw_parts(bytes.cast::<u8>(), len)
-        };
-        sink.copy(src)
-    }
-}
-
 impl Pmu for OpsPmu {
     fn caps(&self) -> PmuCaps {
         PmuCaps::from_bits(self.0.caps).unwrap_or(PmuCaps::NONE)
@@ -174,14 +155,9 @@ impl Pmu for OpsPmu {
         let Some(f) = self.0.snapshot_aux else {
             return 0;
         };
-        let mut sink = sink;
-        let c = perfaux_sink {
-            copy: Some(engine_sink_copy),
-            ctx: ptr::from_mut(&mut sink).cast(),
-        };
-        // SAFETY: the registered callback; `c` and the sink it points to
-        // live on this stack frame for the whole call.
-        unsafe { f(self.0.ctx, e.id, &c, size) }
+        // SAFETY: the registered callback; the C sink and the sink it
+        // points to live for the whole call.
+        with_c_sink(sink, |c| unsafe { f(self.0.ctx, e.id, c, size) })
     }
 }
 

@@ -694,6 +694,34 @@ impl OutputSink for CSink {
     }
 }
 
+/// The engine's sink behind a C sink: `ctx` is a `&mut &mut dyn OutputSink`.
+unsafe extern "C" fn engine_sink_copy(ctx: *mut c_void, bytes: *const c_void, len: usize) -> usize {
+    if len == 0 {
+        return 0;
+    }
+    if bytes.is_null() {
+        return len;
+    }
+    // SAFETY: `ctx` is the `&mut &mut dyn OutputSink` that `with_c_sink`
+    // passes for the duration of its closure; `bytes` is readable for `len`
+    // (the C callback's contract, checked for NULL).
+    unsafe {
+        let sink = &mut *ctx.cast::<&mut dyn OutputSink>();
+        sink.copy(core::slice::from_raw_parts(bytes.cast::<u8>(), len))
+    }
+}
+
+/// Runs `f` with a C sink that writes into the engine's `sink` (for C
+/// `snapshot_aux` callbacks given the sample being written).
+pub(crate) fn with_c_sink<R>(sink: &mut dyn OutputSink, f: impl FnOnce(&perfaux_sink) -> R) -> R {
+    let mut sink = sink;
+    let c = perfaux_sink {
+        copy: Some(engine_sink_copy),
+        ctx: ptr::from_mut(&mut sink).cast(),
+    };
+    f(&c)
+}
+
 /// `pmu->snapshot_aux` (Linux's `pt_event_snapshot_aux`): stops tracing,
 /// copies the newest `size` bytes of the buffer, ending at the write
 /// position, into `sink`, and restarts tracing if it was on (and not

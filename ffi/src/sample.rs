@@ -5,7 +5,6 @@
 //! from a PT PMU's or a C callback's `snapshot_aux`.
 
 use core::ffi::{c_int, c_void};
-use core::ptr;
 
 use perfaux::Error;
 use perfaux::aux::AuxArea;
@@ -15,7 +14,9 @@ use perfaux::sample::{AuxSampling, SampleData, SnapshotAux, prepare, write_sampl
 use crate::attr::read_attr;
 use crate::aux::{area_ref, perfaux_aux_area};
 use crate::event::{perfaux_sample_data, sample_data};
-use crate::pt::{CPlatform, PtBox, perfaux_platform, perfaux_pt, perfaux_sink, pt_ref};
+use crate::pt::{
+    CPlatform, PtBox, perfaux_platform, perfaux_pt, perfaux_sink, pt_ref, with_c_sink,
+};
 use crate::ring::{fixed_event, perfaux_output_event, perfaux_ring, ring_ref};
 
 /// Where a sample's AUX block comes from: the AUX leader's `area` and its
@@ -62,35 +63,13 @@ enum Source {
     ),
 }
 
-unsafe extern "C" fn engine_sink_copy(ctx: *mut c_void, bytes: *const c_void, len: usize) -> usize {
-    if bytes.is_null() && len != 0 {
-        return len;
-    }
-    // SAFETY: `ctx` is the `&mut &mut dyn OutputSink` passed below for the
-    // callback's duration; `bytes` readable for `len` (checked for NULL).
-    unsafe {
-        let sink = &mut *ctx.cast::<&mut dyn OutputSink>();
-        if len == 0 {
-            return 0;
-        }
-        sink.copy(core::slice::from_raw_parts(bytes.cast::<u8>(), len))
-    }
-}
-
 impl SnapshotAux for Source {
     fn snapshot_aux(&self, sink: &mut dyn OutputSink, size: u64) -> i64 {
         match self {
             Source::Pt(b) => b.pmu().snapshot_aux(&crate::pt::no_info(), sink, size),
-            Source::Callback(f, ctx) => {
-                let mut sink = sink;
-                let c = perfaux_sink {
-                    copy: Some(engine_sink_copy),
-                    ctx: ptr::from_mut(&mut sink).cast(),
-                };
-                // SAFETY: the registered callback; `c` and the sink live on
-                // this frame for the call.
-                unsafe { f(*ctx, &c, size) }
-            }
+            // SAFETY: the registered callback; the C sink and the sink it
+            // points to live for the whole call.
+            Source::Callback(f, ctx) => with_c_sink(sink, |c| unsafe { f(*ctx, c, size) }),
         }
     }
 }
