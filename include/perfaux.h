@@ -495,9 +495,9 @@ typedef struct perfaux_platform {
    */
   uint64_t (*clock)(void *ctx);
   /**
-   * The current task's process and thread ids.
+   * The current task's process and thread ids (not `current`: a kernel macro).
    */
-  void (*current)(void *ctx, uint32_t *pid, uint32_t *tid);
+  void (*current_task)(void *ctx, uint32_t *pid, uint32_t *tid);
   /**
    * Masks interrupts; returns what `irq_restore` needs.
    */

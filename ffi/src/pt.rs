@@ -150,8 +150,8 @@ pub struct perfaux_platform {
     pub cpu: Option<unsafe extern "C" fn(ctx: *mut c_void) -> u32>,
     /// The perf clock now.
     pub clock: Option<unsafe extern "C" fn(ctx: *mut c_void) -> u64>,
-    /// The current task's process and thread ids.
-    pub current: Option<unsafe extern "C" fn(ctx: *mut c_void, pid: *mut u32, tid: *mut u32)>,
+    /// The current task's process and thread ids (not `current`: a kernel macro).
+    pub current_task: Option<unsafe extern "C" fn(ctx: *mut c_void, pid: *mut u32, tid: *mut u32)>,
     /// Masks interrupts; returns what `irq_restore` needs.
     pub irq_save: Option<unsafe extern "C" fn(ctx: *mut c_void) -> usize>,
     /// Restores the interrupt state `irq_save` returned.
@@ -215,7 +215,7 @@ impl Platform for CPlatform {
     }
     fn current(&self) -> (u32, u32) {
         let (mut pid, mut tid) = (0, 0);
-        if let Some(f) = self.0.current {
+        if let Some(f) = self.0.current_task {
             // SAFETY: as above; both pointers are to locals.
             unsafe { f(self.0.ctx, &mut pid, &mut tid) };
         }
@@ -386,7 +386,7 @@ unsafe fn build(
         perfaux_platform {
             cpu: None,
             clock: None,
-            current: None,
+            current_task: None,
             irq_save: None,
             irq_restore: None,
             ctx: ptr::null_mut(),

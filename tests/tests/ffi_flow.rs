@@ -120,7 +120,7 @@ fn pt_leader_and_a_sampler_through_the_c_abi() {
     let platform = perfaux_platform {
         cpu: None,
         clock: None,
-        current: None,
+        current_task: None,
         irq_save: None,
         irq_restore: None,
         ctx: null_mut(),
