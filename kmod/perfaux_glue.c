@@ -252,6 +252,7 @@ static enum hrtimer_restart pax_tick(struct hrtimer *t)
 		u64 ip = instruction_pointer(regs);
 
 		if (!wanted) {
+			/* The interrupted context is excluded: tracing is off there. */
 			if (c->traced)
 				pax_trace(buf, PERFAUX_TRACE_DISABLE, 0, 0, 0);
 			c->traced = false;
@@ -260,8 +261,16 @@ static enum hrtimer_restart pax_tick(struct hrtimer *t)
 				pax_trace(buf, PERFAUX_TRACE_ENABLE, 0, ip, 0);
 			c->traced = true;
 			pax_trace(buf, PERFAUX_TRACE_TIME, 0, rdtsc_ordered(), 0);
-			pax_trace(buf, PERFAUX_TRACE_ASYNC, 0, ip, (u64)pax_tick);
-			pax_trace(buf, PERFAUX_TRACE_INDIRECT, 0, ip, 0);
+			if (!buf->event->attr.exclude_kernel) {
+				/* The interrupt: FUP at the interrupted IP, TIP into
+				 * the handler, and TIP back on the return. */
+				pax_trace(buf, PERFAUX_TRACE_ASYNC, 0, ip, (u64)pax_tick);
+				pax_trace(buf, PERFAUX_TRACE_INDIRECT, 0, ip, 0);
+			} else {
+				/* Into the untraced kernel and back: TIP.PGD, TIP.PGE. */
+				pax_trace(buf, PERFAUX_TRACE_DISABLE, 0, 0, 0);
+				pax_trace(buf, PERFAUX_TRACE_ENABLE, 0, ip, 0);
+			}
 		}
 	}
 	return HRTIMER_RESTART;

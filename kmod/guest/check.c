@@ -61,6 +61,7 @@ struct decoded {
 	unsigned long packets, psbs, tips, fups, tscs;
 	int bad;            /* an undecodable packet after sync */
 	int bad_ip;         /* a TIP/FUP address that is neither user nor kernel */
+	unsigned long kernel_ips, user_ips;
 	int tsc_back;       /* a TSC lower than the one before */
 	uint64_t last_tsc;
 };
@@ -138,6 +139,10 @@ static int decode(const unsigned char *b, size_t n, struct decoded *d, uint64_t 
 				*last_ip = ip;
 				if (!plausible(ip))
 					d->bad_ip++;
+				else if (ip >= 0xffff800000000000ull)
+					d->kernel_ips++;
+				else
+					d->user_ips++;
 			}
 			if ((c & 0x1f) == 0x1d)
 				d->fups++;
@@ -279,15 +284,19 @@ static void check_sample(void *ctx, const unsigned char *r, size_t n)
 	c->d.bad += one.bad;
 	c->d.bad_ip += one.bad_ip;
 	c->d.tsc_back += one.tsc_back;
+	c->d.kernel_ips += one.kernel_ips;
+	c->d.user_ips += one.user_ips;
 }
 
-static void snapshot_case(int type)
+static void snapshot_case(int type, int exclude_kernel)
 {
 	struct perf_event_attr a;
 	base_attr(&a, type, 0);
 	a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_IDENTIFIER;
 	a.sample_id_all = 1;
 	a.disabled = 1;
+	a.exclude_kernel = exclude_kernel;
+	lost_records = 0;
 	struct ring lr = { 0 };
 	lr.fd = peo(&a, -1);
 	if (lr.fd < 0) {
@@ -300,8 +309,10 @@ static void snapshot_case(int type)
 		return;
 	}
 	struct { uint64_t config, period, aux; const char *name; } samplers[2] = {
-		{ PERF_COUNT_SW_CPU_CLOCK, 200000, 4096, "snapshot cpu-clock 4096" },
-		{ PERF_COUNT_SW_TASK_CLOCK, 2000000, 65536, "snapshot task-clock 65536" },
+		{ PERF_COUNT_SW_CPU_CLOCK, 200000, 4096,
+		  exclude_kernel ? "snapshot exclude_kernel cpu-clock 4096" : "snapshot cpu-clock 4096" },
+		{ PERF_COUNT_SW_TASK_CLOCK, 2000000, 65536,
+		  exclude_kernel ? "snapshot exclude_kernel task-clock 65536" : "snapshot task-clock 65536" },
 	};
 	int fds[2];
 	for (int i = 0; i < 2; i++) {
@@ -343,10 +354,16 @@ static void snapshot_case(int type)
 			     c.d.bad_ip, c.d.tsc_back);
 		else if (c.d.tips + c.d.fups == 0 || c.d.tscs == 0)
 			FAIL(c.name, "no TIP/FUP or TSC in %lu payloads", c.with_psb);
+		else if (exclude_kernel && (c.d.kernel_ips || !c.d.user_ips))
+			FAIL(c.name, "exclude_kernel, yet %lu kernel and %lu user addresses", c.d.kernel_ips,
+			     c.d.user_ips);
+		else if (!exclude_kernel && (!c.d.kernel_ips || !c.d.user_ips))
+			FAIL(c.name, "%lu kernel and %lu user addresses: both are traced", c.d.kernel_ips,
+			     c.d.user_ips);
 		else
-			printf("PASS %s: %lu samples, %lu with AUX data, %lu decoded (%lu packets, %lu TIP, %lu FUP, %lu TSC), %lu records lost\n",
+			printf("PASS %s: %lu samples, %lu with AUX data, %lu decoded (%lu packets, %lu TIP, %lu FUP, %lu TSC; %lu kernel, %lu user addresses), %lu records lost\n",
 			       c.name, c.samples, c.with_aux, c.with_psb, c.d.packets, c.d.tips, c.d.fups,
-			       c.d.tscs, lost_records);
+			       c.d.tscs, c.d.kernel_ips, c.d.user_ips, lost_records);
 	}
 	close(fds[0]);
 	close(fds[1]);
@@ -466,7 +483,8 @@ int main(void)
 		return 1;
 	}
 	printf("perfaux_pt is PMU type %d\n", type);
-	snapshot_case(type);
+	snapshot_case(type, 0);
+	snapshot_case(type, 1);
 	full_case(type);
 	error_cases();
 	if (failures)
