@@ -9,7 +9,8 @@ use std::fmt::Write as _;
 use perfaux::abi::{aux_flags, misc, record_type, sample_type as st};
 
 use crate::perfdata::{
-    FormatError, PerfData, Record, intel_pt_priv, parse_sample, parse_trailer, user_record,
+    FormatError, PerfData, Record, intel_pt_priv, parse_sample, parse_trailer, trailer_size,
+    user_record,
 };
 
 /// The 16 bytes of a PSB packet.
@@ -450,17 +451,7 @@ pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
                         if let (Some(cpu), Some(time)) = (tr.cpu, tr.time) {
                             time_cpu = Some((cpu, time));
                         }
-                        let trailer = 8 * [
-                            st::TID,
-                            st::TIME,
-                            st::ID,
-                            st::STREAM_ID,
-                            st::CPU,
-                            st::IDENTIFIER,
-                        ]
-                        .iter()
-                        .filter(|&&f| file.events[0].attr.sample_type & f != 0)
-                        .count();
+                        let trailer = trailer_size(&file.events[0].attr);
                         let name_at = match t {
                             record_type::COMM => Some(16),
                             record_type::MMAP => Some(40),

@@ -12,7 +12,7 @@ mod writer;
 
 pub use features::{Features, GroupDesc};
 pub use reader::{FileEvent, FormatError, PerfData, Record, Records};
-pub use sample::{ParsedSample, SampleIdTrailer, parse_sample, parse_trailer};
+pub use sample::{ParsedSample, SampleIdTrailer, parse_sample, parse_trailer, trailer_size};
 pub use writer::{Writer, WriterEvent};
 
 /// `PERFILE2`, the magic of version 2 files, as stored (little endian).

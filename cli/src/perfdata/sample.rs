@@ -6,6 +6,7 @@
 use perfaux::abi::{
     PerfEventAttr, branch_sample_type as bst, read_format as rf, sample_type as st,
 };
+use perfaux::ring::SampleId;
 
 use super::reader::FormatError;
 
@@ -205,18 +206,19 @@ pub fn parse_sample<'a>(
     Ok(s)
 }
 
+/// The size of the `sample_id` trailer of `attr`'s non-sample records.
+pub fn trailer_size(attr: &PerfEventAttr) -> usize {
+    SampleId {
+        sample_type: attr.sample_type,
+        ..SampleId::default()
+    }
+    .size()
+}
+
 /// Parses the `sample_id` trailer at the end of a non-sample `record`.
 pub fn parse_trailer(attr: &PerfEventAttr, record: &[u8]) -> Result<SampleIdTrailer, FormatError> {
     let t = attr.sample_type;
-    let fields = [
-        st::TID,
-        st::TIME,
-        st::ID,
-        st::STREAM_ID,
-        st::CPU,
-        st::IDENTIFIER,
-    ];
-    let words = fields.iter().filter(|&&f| t & f != 0).count();
+    let words = trailer_size(attr) / 8;
     if record.len() < 8 + 8 * words {
         return Err(FormatError(format!(
             "a {}-byte record cannot hold a {}-byte sample_id trailer",
