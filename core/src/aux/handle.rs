@@ -7,7 +7,7 @@ use core::marker::PhantomData;
 use super::area::AuxArea;
 use crate::abi::{PerfEventHeader, aux_flags, record_type};
 use crate::error::{Error, Result};
-use crate::ring::{MAX_SAMPLE_ID_SIZE, NestHook, OutputEvent, Ring};
+use crate::ring::{NestHook, OutputEvent, Ring};
 use crate::sync::{Ordering, compiler_fence};
 
 /// An open AUX transaction: the PMU writes trace data between `begin` and
@@ -257,10 +257,7 @@ fn write_aux_record<H: NestHook, E: OutputEvent>(
     let _ = h.put_u64(size);
     let _ = h.put_u64(flags);
     if let Some(t) = trailer {
-        let mut buf = [0u8; MAX_SAMPLE_ID_SIZE];
-        let n = t.encode(&mut buf);
-        let (bytes, _) = buf.split_at(n.min(buf.len()));
-        let _ = h.copy(bytes);
+        let _ = h.put_sample_id(&t);
     }
     h.end();
 }
@@ -287,10 +284,7 @@ pub fn write_itrace_start<H: NestHook, E: OutputEvent>(
     ids[4..].copy_from_slice(&tid.to_ne_bytes());
     let _ = h.copy(&ids);
     if let Some(t) = trailer {
-        let mut buf = [0u8; MAX_SAMPLE_ID_SIZE];
-        let n = t.encode(&mut buf);
-        let (bytes, _) = buf.split_at(n.min(buf.len()));
-        let _ = h.copy(bytes);
+        let _ = h.put_sample_id(&t);
     }
     h.end();
     Ok(())

@@ -282,6 +282,16 @@ impl<H: NestHook> OutputHandle<'_, '_, H> {
         self.copy(&b)
     }
 
+    /// Copies a `sample_id` trailer (`perf_event__output_id_sample`).
+    /// Returns the bytes not copied.
+    #[inline]
+    pub fn put_sample_id(&mut self, id: &super::SampleId) -> usize {
+        let mut buf = [0u8; super::sample_id::MAX_SAMPLE_ID_SIZE];
+        let n = id.encode(&mut buf);
+        let (bytes, _) = buf.split_at(n.min(buf.len()));
+        self.copy(bytes)
+    }
+
     /// Counts a sample toward `wakeup_events` (spec §C.6; Linux does it in
     /// `perf_output_sample` when the event has no `watermark`): every
     /// `wakeup_events` samples the consumer is woken at `end`. 0 disables.
@@ -358,10 +368,7 @@ impl<H: NestHook> OutputHandle<'_, '_, H> {
         // writers that interrupted us since `begin` looked at it.
         let _ = self.put_u64(self.ring.lost.swap(0));
         if let Some(t) = trailer {
-            let mut buf = [0u8; super::sample_id::MAX_SAMPLE_ID_SIZE];
-            let n = t.encode(&mut buf);
-            let (bytes, _) = buf.split_at(n.min(buf.len()));
-            let _ = self.copy(bytes);
+            let _ = self.put_sample_id(&t);
         }
     }
 }
