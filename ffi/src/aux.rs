@@ -13,7 +13,8 @@ use perfaux::ring::Wakeup;
 
 use crate::pt::{CSink, perfaux_sink};
 use crate::ring::{
-    CWakeup, fixed_event, perfaux_output_event, perfaux_ring, perfaux_wakeup, ring_ref, usable,
+    CWakeup, NO_WAKEUP, fixed_event, perfaux_output_event, perfaux_ring, perfaux_wakeup, read_in,
+    ring_ref, usable,
 };
 
 /// `perfaux_aux_config.flags`: overwrite (snapshot) mode, a read-only AUX
@@ -108,20 +109,13 @@ pub unsafe extern "C" fn perfaux_aux_area_init(
     if unsafe { area_ref(area) }.is_some() {
         return Error::Busy.errno();
     }
-    let config = if config.is_null() {
-        perfaux_aux_config {
-            flags: 0,
-            reserved: 0,
-            watermark: 0,
-            wakeup: perfaux_wakeup {
-                func: None,
-                ctx: ptr::null_mut(),
-            },
-        }
-    } else {
-        // SAFETY: non-null and readable (the caller's contract).
-        unsafe { config.read_unaligned() }
-    };
+    // SAFETY: NULL or readable (the caller's contract).
+    let config = unsafe { read_in(config) }.unwrap_or(perfaux_aux_config {
+        flags: 0,
+        reserved: 0,
+        watermark: 0,
+        wakeup: NO_WAKEUP,
+    });
     if config.flags & !PERFAUX_AUX_OVERWRITE != 0 || config.reserved != 0 {
         return Error::Invalid.errno();
     }
@@ -374,14 +368,10 @@ pub unsafe extern "C" fn perfaux_aux_copy(
     let Some(h) = (unsafe { aux_handle_mut(handle) }) else {
         return i64::from(Error::Invalid.errno());
     };
-    if sink.is_null() {
+    // SAFETY: NULL or readable (the caller's contract).
+    let Some(sink) = (unsafe { read_in(sink) }).filter(|s| s.copy.is_some()) else {
         return i64::from(Error::Invalid.errno());
-    }
-    // SAFETY: readable (the caller's contract).
-    let sink = unsafe { sink.read_unaligned() };
-    if sink.copy.is_none() {
-        return i64::from(Error::Invalid.errno());
-    }
+    };
     match copy_aux(h, &mut CSink(sink), from, to) {
         Ok(n) => n.min(i64::MAX as u64) as i64,
         Err(e) => i64::from(e.errno()),
@@ -413,12 +403,8 @@ pub unsafe extern "C" fn perfaux_aux_end(
     let Some(ring) = (unsafe { ring_ref(ring) }) else {
         return Error::Invalid.errno();
     };
-    let event = if event.is_null() {
-        perfaux_output_event::default()
-    } else {
-        // SAFETY: readable (the caller's contract).
-        unsafe { event.read_unaligned() }
-    };
+    // SAFETY: NULL or readable (the caller's contract).
+    let event = unsafe { read_in(event) }.unwrap_or_default();
     let Some(mut event) = fixed_event(&event) else {
         return Error::Invalid.errno();
     };

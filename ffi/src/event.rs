@@ -22,7 +22,7 @@ use perfaux::sample::SampleData;
 use crate::attr::read_attr;
 use crate::aux::{area_ref, perfaux_aux_area};
 use crate::pt::{CPlatform, perfaux_platform, perfaux_pt, perfaux_sink, pt_ref, with_c_sink};
-use crate::ring::{perfaux_ring, ring_ref, usable};
+use crate::ring::{perfaux_ring, read_in, ring_ref, usable};
 
 /// Words of `struct perfaux_event`.
 pub const PERFAUX_EVENT_WORDS: usize = 64;
@@ -238,14 +238,12 @@ pub unsafe extern "C" fn perfaux_event_open(
     leader: *const perfaux_event,
     parent: *const perfaux_event,
 ) -> c_int {
-    if pmu.is_null() {
+    // SAFETY: NULL or readable (the caller's contract).
+    let Some(ops) = (unsafe { read_in(pmu) })
+        .filter(|o| o.reserved == 0 && PmuCaps::from_bits(o.caps).is_some())
+    else {
         return Error::Invalid.errno();
-    }
-    // SAFETY: readable (the caller's contract).
-    let ops = unsafe { pmu.read_unaligned() };
-    if ops.reserved != 0 || PmuCaps::from_bits(ops.caps).is_none() {
-        return Error::Invalid.errno();
-    }
+    };
     // SAFETY: forwarded contract.
     unsafe {
         open(
@@ -447,11 +445,8 @@ pub unsafe extern "C" fn perfaux_event_set_output(
 /// # Safety
 /// `p` NULL or readable.
 unsafe fn read_platform(p: *const perfaux_platform) -> Option<CPlatform> {
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: readable (the caller's contract).
-    Some(CPlatform(unsafe { p.read_unaligned() }))
+    // SAFETY: NULL or readable (the caller's contract).
+    unsafe { read_in(p) }.map(CPlatform)
 }
 
 /// Schedules the event, and a leader's group, on the platform's CPU
@@ -564,11 +559,8 @@ pub unsafe extern "C" fn perfaux_event_overflow(
 pub(crate) unsafe fn sample_data<'a>(
     data: *const perfaux_sample_data,
 ) -> Result<SampleData<'a>, ()> {
-    if data.is_null() {
-        return Err(());
-    }
-    // SAFETY: readable (the caller's contract).
-    let d = unsafe { data.read_unaligned() };
+    // SAFETY: NULL or readable (the caller's contract).
+    let d = unsafe { read_in(data) }.ok_or(())?;
     if d.reserved0 != 0 || d.reserved1 != 0 || d.reserved2 != 0 {
         return Err(());
     }

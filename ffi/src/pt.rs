@@ -25,7 +25,7 @@ use perfaux::sample::IrqMask;
 use perfaux::{Error, Result};
 
 use crate::aux::{area_ref, perfaux_aux_area};
-use crate::ring::{fixed_event, perfaux_output_event, perfaux_ring, ring_ref, usable};
+use crate::ring::{fixed_event, perfaux_output_event, perfaux_ring, read_in, ring_ref, usable};
 
 /// Words of `struct perfaux_pt`.
 pub const PERFAUX_PT_WORDS: usize = 96;
@@ -369,32 +369,24 @@ unsafe fn build(
     if unsafe { pt_ref(pt) }.is_some() {
         return Error::Busy.errno();
     }
-    let phys = if phys.is_null() {
-        perfaux_phys_map {
-            to_phys: None,
-            to_virt: None,
-            ctx: ptr::null_mut(),
-        }
-    } else {
-        // SAFETY: readable (the caller's contract).
-        unsafe { phys.read_unaligned() }
-    };
+    // SAFETY: NULL or readable (the caller's contract).
+    let phys = unsafe { read_in(phys) }.unwrap_or(perfaux_phys_map {
+        to_phys: None,
+        to_virt: None,
+        ctx: ptr::null_mut(),
+    });
     if phys.to_phys.is_some() != phys.to_virt.is_some() {
         return Error::Invalid.errno();
     }
-    let platform = if platform.is_null() {
-        perfaux_platform {
-            cpu: None,
-            clock: None,
-            current_task: None,
-            irq_save: None,
-            irq_restore: None,
-            ctx: ptr::null_mut(),
-        }
-    } else {
-        // SAFETY: readable (the caller's contract).
-        unsafe { platform.read_unaligned() }
-    };
+    // SAFETY: NULL or readable (the caller's contract).
+    let platform = unsafe { read_in(platform) }.unwrap_or(perfaux_platform {
+        cpu: None,
+        clock: None,
+        current_task: None,
+        irq_save: None,
+        irq_restore: None,
+        ctx: ptr::null_mut(),
+    });
     let b = pt.cast::<PtBox>();
     // SAFETY: valid storage for a PtBox (asserted, the contract); fields
     // are written in dependency order and stay in place.
@@ -467,12 +459,8 @@ pub unsafe extern "C" fn perfaux_pt_init_area(
     let (Some(area), Some(ring)) = (unsafe { area_ref(area) }, unsafe { ring_ref(ring) }) else {
         return Error::Invalid.errno();
     };
-    let event = if event.is_null() {
-        perfaux_output_event::default()
-    } else {
-        // SAFETY: readable (the caller's contract).
-        unsafe { event.read_unaligned() }
-    };
+    // SAFETY: NULL or readable (the caller's contract).
+    let event = unsafe { read_in(event) }.unwrap_or_default();
     let Some(event) = fixed_event(&event) else {
         return Error::Invalid.errno();
     };
@@ -511,21 +499,19 @@ pub unsafe extern "C" fn perfaux_pt_init_ops(
     phys: *const perfaux_phys_map,
     psb_period: u64,
 ) -> c_int {
-    if ops.is_null()
-        || !usable(pages)
+    if !usable(pages)
         || !nr_pages.is_power_of_two()
+        || nr_pages > isize::MAX as usize / size_of::<*mut u8>()
         || !(0..=1).contains(&overwrite)
     {
         return Error::Invalid.errno();
     }
-    if nr_pages > isize::MAX as usize / size_of::<*mut u8>() {
+    // SAFETY: NULL or readable (the caller's contract).
+    let Some(ops) = (unsafe { read_in(ops) })
+        .filter(|o| o.begin.is_some() && o.flag.is_some() && o.end.is_some())
+    else {
         return Error::Invalid.errno();
-    }
-    // SAFETY: readable (the caller's contract).
-    let ops = unsafe { ops.read_unaligned() };
-    if ops.begin.is_none() || ops.flag.is_none() || ops.end.is_none() {
-        return Error::Invalid.errno();
-    }
+    };
     // SAFETY: `nr_pages` readable pointers that outlive the PMU.
     let pages: &'static [*mut u8] =
         unsafe { core::slice::from_raw_parts(pages.cast::<*mut u8>(), nr_pages) };
@@ -742,14 +728,10 @@ pub unsafe extern "C" fn perfaux_pt_snapshot_aux(
     let Some(b) = (unsafe { pt_ref(pt) }) else {
         return i64::from(Error::Invalid.errno());
     };
-    if sink.is_null() {
+    // SAFETY: NULL or readable (the caller's contract).
+    let Some(sink) = (unsafe { read_in(sink) }).filter(|s| s.copy.is_some()) else {
         return i64::from(Error::Invalid.errno());
-    }
-    // SAFETY: readable (the caller's contract).
-    let sink = unsafe { sink.read_unaligned() };
-    if sink.copy.is_none() {
-        return i64::from(Error::Invalid.errno());
-    }
+    };
     b.pmu.snapshot_aux(&info(0), &mut CSink(sink), size)
 }
 
@@ -785,12 +767,8 @@ pub unsafe extern "C" fn perfaux_pt_trace(
     let Some(b) = (unsafe { pt_ref(pt) }) else {
         return Error::Invalid.errno();
     };
-    if event.is_null() {
-        return Error::Invalid.errno();
-    }
-    // SAFETY: readable (the caller's contract).
-    let e = unsafe { event.read_unaligned() };
-    let Some(event) = trace_event(&e) else {
+    // SAFETY: NULL or readable (the caller's contract).
+    let Some(event) = (unsafe { read_in(event) }).and_then(|e| trace_event(&e)) else {
         return Error::Invalid.errno();
     };
     b.tracer.trace(event);

@@ -176,6 +176,28 @@ const _: () = {
     assert!(align_of::<ConsumerBox>() <= align_of::<perfaux_consumer>());
 };
 
+/// `*p` by value (any alignment), or `None` for NULL: how every C struct
+/// passed by pointer is read.
+///
+/// # Safety
+/// `p` must be NULL or readable for `size_of::<T>()` bytes holding a valid
+/// `T` (for the `perfaux_*` structs: function pointers or NULL in the
+/// callback fields, anything elsewhere).
+pub(crate) unsafe fn read_in<T: Copy>(p: *const T) -> Option<T> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: non-null and readable (the caller's contract);
+    // `read_unaligned` has no alignment requirement.
+    Some(unsafe { p.read_unaligned() })
+}
+
+/// Nobody to wake.
+pub(crate) const NO_WAKEUP: perfaux_wakeup = perfaux_wakeup {
+    func: None,
+    ctx: ptr::null_mut(),
+};
+
 /// Whether `p` is non-null and aligned for `T`.
 pub(crate) fn usable<T>(p: *const T) -> bool {
     !p.is_null() && p.is_aligned()
@@ -251,22 +273,13 @@ pub unsafe extern "C" fn perfaux_ring_init(
     if unsafe { ring_ref(ring) }.is_some() {
         return Error::Busy.errno();
     }
-    let config = if config.is_null() {
-        perfaux_ring_config {
-            flags: 0,
-            reserved: 0,
-            watermark: 0,
-            wakeup: perfaux_wakeup {
-                func: None,
-                ctx: ptr::null_mut(),
-            },
-        }
-    } else {
-        // SAFETY: non-null and readable (the caller's contract); any bit
-        // pattern is a valid config except `func`, which C gives as a
-        // function pointer or NULL.
-        unsafe { config.read_unaligned() }
-    };
+    // SAFETY: NULL or readable (the caller's contract).
+    let config = unsafe { read_in(config) }.unwrap_or(perfaux_ring_config {
+        flags: 0,
+        reserved: 0,
+        watermark: 0,
+        wakeup: NO_WAKEUP,
+    });
     if config.flags & !(PERFAUX_RING_OVERWRITE | PERFAUX_RING_BACKWARD) != 0 || config.reserved != 0
     {
         return Error::Invalid.errno();
@@ -390,12 +403,8 @@ pub unsafe extern "C" fn perfaux_output_begin(
     let Some(r) = (unsafe { ring_ref(ring) }) else {
         return Error::Invalid.errno();
     };
-    let event = if event.is_null() {
-        perfaux_output_event::default()
-    } else {
-        // SAFETY: non-null and readable (the caller's contract).
-        unsafe { event.read_unaligned() }
-    };
+    // SAFETY: NULL or readable (the caller's contract).
+    let event = unsafe { read_in(event) }.unwrap_or_default();
     let Some(mut source) = fixed_event(&event) else {
         return Error::Invalid.errno();
     };

@@ -17,7 +17,7 @@ use crate::event::{perfaux_sample_data, sample_data};
 use crate::pt::{
     CPlatform, PtBox, perfaux_platform, perfaux_pt, perfaux_sink, pt_ref, with_c_sink,
 };
-use crate::ring::{fixed_event, perfaux_output_event, perfaux_ring, ring_ref};
+use crate::ring::{fixed_event, perfaux_output_event, perfaux_ring, read_in, ring_ref};
 
 /// Where a sample's AUX block comes from: the AUX leader's `area` and its
 /// `snapshot_aux`, either a PT PMU (`pt`) or a callback (`snapshot`, used
@@ -79,11 +79,10 @@ impl SnapshotAux for Source {
 /// # Safety
 /// `aux` NULL or readable, its pointers NULL or initialized objects.
 unsafe fn source(aux: *const perfaux_sample_aux) -> Result<Option<Leader>, Error> {
-    if aux.is_null() {
+    // SAFETY: NULL or readable (the caller's contract).
+    let Some(a) = (unsafe { read_in(aux) }) else {
         return Ok(None);
-    }
-    // SAFETY: readable (the caller's contract).
-    let a = unsafe { aux.read_unaligned() };
+    };
     if a.reserved != 0 || a.active_here > 1 {
         return Err(Error::Invalid);
     }
@@ -205,11 +204,10 @@ pub unsafe extern "C" fn perfaux_sample_write(
     let Some(attr) = (unsafe { read_attr(attr) }) else {
         return Error::Invalid.errno();
     };
-    if event.is_null() {
+    // SAFETY: NULL or readable (the caller's contract).
+    let Some(e) = (unsafe { read_in(event) }) else {
         return Error::Invalid.errno();
-    }
-    // SAFETY: readable (the caller's contract).
-    let e = unsafe { event.read_unaligned() };
+    };
     let Some(mut fixed): Option<FixedEvent> = fixed_event(&e) else {
         return Error::Invalid.errno();
     };
@@ -233,12 +231,8 @@ pub unsafe extern "C" fn perfaux_sample_write(
         Err(err) => return err.errno(),
     };
     let sampling = src.as_ref().map(Leader::sampling);
-    let irq = if platform.is_null() {
-        None
-    } else {
-        // SAFETY: readable (the caller's contract).
-        Some(CPlatform(unsafe { platform.read_unaligned() }))
-    };
+    // SAFETY: NULL or readable (the caller's contract).
+    let irq = unsafe { read_in(platform) }.map(CPlatform);
     let mask: &dyn perfaux::sample::IrqMask = match &irq {
         Some(p) => p,
         None => &perfaux::sample::NoIrqMask,
