@@ -13,8 +13,8 @@ use perfaux::ring::Wakeup;
 
 use crate::pt::{CSink, perfaux_sink};
 use crate::ring::{
-    CWakeup, NO_WAKEUP, fixed_event, perfaux_output_event, perfaux_ring, perfaux_wakeup, read_in,
-    ring_ref, usable,
+    CWakeup, NO_WAKEUP, fixed_event, live_box, perfaux_output_event, perfaux_ring, perfaux_wakeup,
+    read_in, ring_ref, usable,
 };
 
 /// `perfaux_aux_config.flags`: overwrite (snapshot) mode, a read-only AUX
@@ -50,6 +50,7 @@ pub struct perfaux_aux_area {
 
 const AREA_LIVE: u64 = 0x7065_7266_6175_7861; // "perfauxa"
 
+#[repr(C)]
 struct AreaBox {
     live: u64,
     wakeup: CWakeup,
@@ -67,17 +68,9 @@ const _: () = {
 /// `p` must be NULL or point to `struct perfaux_aux_area` storage, valid
 /// for `'a`.
 pub(crate) unsafe fn area_ref<'a>(p: *const perfaux_aux_area) -> Option<&'a AuxArea<'static, ()>> {
-    if !usable(p) {
-        return None;
-    }
-    let b = p.cast::<AreaBox>();
-    // SAFETY: valid, aligned storage of AreaBox's size; the first word read
-    // as a u64 whatever it holds.
-    if unsafe { addr_of!((*b).live).read() } != AREA_LIVE {
-        return None;
-    }
-    // SAFETY: live: `perfaux_aux_area_init` wrote an AreaBox, not torn down.
-    Some(unsafe { &(*b).area })
+    // SAFETY: the caller's contract; live: `perfaux_aux_area_init` wrote an
+    // AreaBox, not torn down.
+    unsafe { live_box::<_, AreaBox>(p, AREA_LIVE).map(|b| &(*b).area) }
 }
 
 /// Initializes an AUX area of `nr_pages` 4 KiB pages (`pages`, one pointer
@@ -204,6 +197,7 @@ pub struct perfaux_aux_state {
 
 const AUX_HANDLE_LIVE: u64 = 0x7065_7266_6178_6864; // "perfaxhd"
 
+#[repr(C)]
 struct AuxHandleBox {
     live: u64,
     handle: AuxHandle<'static, 'static, ()>,
@@ -221,16 +215,9 @@ const _: () = {
 unsafe fn aux_handle_mut<'a>(
     p: *mut perfaux_aux_handle,
 ) -> Option<&'a mut AuxHandle<'static, 'static, ()>> {
-    if !usable(p) {
-        return None;
-    }
-    let h = p.cast::<AuxHandleBox>();
-    // SAFETY: valid, aligned storage; the first word read as a u64.
-    if unsafe { addr_of!((*h).live).read() } != AUX_HANDLE_LIVE {
-        return None;
-    }
-    // SAFETY: live: begun and not ended; not used concurrently (contract).
-    Some(unsafe { &mut (*h).handle })
+    // SAFETY: the caller's contract; live: begun and not ended, and not
+    // used concurrently.
+    unsafe { live_box::<_, AuxHandleBox>(p, AUX_HANDLE_LIVE).map(|h| &mut (*h).handle) }
 }
 
 /// Opens an AUX transaction on `area` (`perf_aux_output_begin`): one at a

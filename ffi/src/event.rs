@@ -22,7 +22,7 @@ use perfaux::sample::SampleData;
 use crate::attr::read_attr;
 use crate::aux::{area_ref, perfaux_aux_area};
 use crate::pt::{CPlatform, perfaux_platform, perfaux_pt, perfaux_sink, pt_ref, with_c_sink};
-use crate::ring::{perfaux_ring, read_in, ring_ref, usable};
+use crate::ring::{live_box, perfaux_ring, read_in, ring_ref, usable};
 
 /// Words of `struct perfaux_event`.
 pub const PERFAUX_EVENT_WORDS: usize = 64;
@@ -167,6 +167,7 @@ enum EventPmu {
     Pt(&'static dyn Pmu),
 }
 
+#[repr(C)]
 struct EventBox {
     live: u64,
     pmu: EventPmu,
@@ -186,16 +187,8 @@ const _: () = {
 /// # Safety
 /// `p` NULL or event storage.
 unsafe fn event_box<'a>(p: *const perfaux_event) -> Option<&'a EventBox> {
-    if !usable(p) {
-        return None;
-    }
-    let b = p.cast::<EventBox>();
-    // SAFETY: valid, aligned storage; the first word read as a u64.
-    if unsafe { addr_of!((*b).live).read() } != EVENT_LIVE {
-        return None;
-    }
-    // SAFETY: live: opened and not torn down.
-    Some(unsafe { &*b })
+    // SAFETY: the caller's contract; live: opened and not torn down.
+    unsafe { live_box::<_, EventBox>(p, EVENT_LIVE).map(|b| &*b) }
 }
 
 /// The event at `p` (NULL: none); `Err` if `p` is not NULL and not an event.

@@ -25,7 +25,9 @@ use perfaux::sample::IrqMask;
 use perfaux::{Error, Result};
 
 use crate::aux::{area_ref, perfaux_aux_area};
-use crate::ring::{fixed_event, perfaux_output_event, perfaux_ring, read_in, ring_ref, usable};
+use crate::ring::{
+    fixed_event, live_box, perfaux_output_event, perfaux_ring, read_in, ring_ref, usable,
+};
 
 /// Words of `struct perfaux_pt`.
 pub const PERFAUX_PT_WORDS: usize = 96;
@@ -308,6 +310,7 @@ unsafe impl AuxOutput for PtOutput {
 
 /// What `struct perfaux_pt` holds. The tracer and the PMU refer to the
 /// fields before them in place (the storage does not move).
+#[repr(C)]
 pub(crate) struct PtBox {
     live: u64,
     phys: CPhysMap,
@@ -331,16 +334,8 @@ static NO_ATTR: PerfEventAttr = PerfEventAttr::new(136);
 /// # Safety
 /// `p` must be NULL or point to `struct perfaux_pt` storage.
 pub(crate) unsafe fn pt_ref<'a>(p: *const perfaux_pt) -> Option<&'a PtBox> {
-    if !usable(p) {
-        return None;
-    }
-    let b = p.cast::<PtBox>();
-    // SAFETY: valid, aligned storage; the first word read as a u64.
-    if unsafe { addr_of!((*b).live).read() } != PT_LIVE {
-        return None;
-    }
-    // SAFETY: live: initialized and not torn down.
-    Some(unsafe { &*b })
+    // SAFETY: the caller's contract; live: initialized and not torn down.
+    unsafe { live_box::<_, PtBox>(p, PT_LIVE).map(|b| &*b) }
 }
 
 /// Builds the PtBox in `pt`: phys map, platform and tracer in place, then

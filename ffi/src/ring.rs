@@ -147,6 +147,7 @@ impl Wakeup for CWakeup {
 }
 
 /// What `struct perfaux_ring` holds.
+#[repr(C)]
 struct RingBox {
     /// `RING_LIVE` while initialized.
     live: u64,
@@ -155,11 +156,13 @@ struct RingBox {
     ring: Ring<'static>,
 }
 
+#[repr(C)]
 struct HandleBox {
     live: u64,
     handle: OutputHandle<'static, 'static, NoHook>,
 }
 
+#[repr(C)]
 struct ConsumerBox {
     live: u64,
     consumer: Consumer<'static>,
@@ -198,6 +201,26 @@ pub(crate) const NO_WAKEUP: perfaux_wakeup = perfaux_wakeup {
     ctx: ptr::null_mut(),
 };
 
+/// The object box in storage `p`, if its live word says it is
+/// initialized. Every box is `#[repr(C)]` with that word first; storage
+/// that was never initialized (or was torn down) holds another value there.
+///
+/// # Safety
+/// `p` must be NULL or point to storage of at least `size_of::<B>()` bytes,
+/// valid for reads.
+pub(crate) unsafe fn live_box<S, B>(p: *const S, live: u64) -> Option<*mut B> {
+    if !usable(p) {
+        return None;
+    }
+    // SAFETY: non-null and aligned (checked), at least a word of readable
+    // storage (the caller's contract): its first word, read as a u64
+    // whatever the storage holds, is a box's live word.
+    if unsafe { p.cast::<u64>().read() } != live {
+        return None;
+    }
+    Some(p.cast_mut().cast::<B>())
+}
+
 /// Whether `p` is non-null and aligned for `T`.
 pub(crate) fn usable<T>(p: *const T) -> bool {
     !p.is_null() && p.is_aligned()
@@ -209,19 +232,9 @@ pub(crate) fn usable<T>(p: *const T) -> bool {
 /// `p` must be NULL or point to a `struct perfaux_ring` (initialized or not)
 /// valid for reads for `'a`.
 pub(crate) unsafe fn ring_ref<'a>(p: *const perfaux_ring) -> Option<&'a Ring<'static>> {
-    if !usable(p) {
-        return None;
-    }
-    let b = p.cast::<RingBox>();
-    // SAFETY: `p` is valid, aligned storage of at least RingBox's size (the
-    // caller's contract and the assertion above); the first word is read
-    // as a u64 whatever the storage holds.
-    if unsafe { addr_of!((*b).live).read() } != RING_LIVE {
-        return None;
-    }
-    // SAFETY: the live word says `perfaux_ring_init` wrote a RingBox here
-    // and `perfaux_ring_fini` has not dropped it.
-    Some(unsafe { &(*b).ring })
+    // SAFETY: the caller's contract; a live box was written by
+    // `perfaux_ring_init` and not yet dropped by `perfaux_ring_fini`.
+    unsafe { live_box::<_, RingBox>(p, RING_LIVE).map(|b| &(*b).ring) }
 }
 
 /// The data pages of a C call as a slice.
@@ -394,11 +407,11 @@ pub unsafe extern "C" fn perfaux_output_begin(
     if !usable(handle) {
         return Error::Invalid.errno();
     }
-    let h = handle.cast::<HandleBox>();
-    // SAFETY: valid, aligned storage of HandleBox's size (caller, asserts).
-    if unsafe { addr_of!((*h).live).read() } == HANDLE_LIVE {
+    // SAFETY: the caller's contract.
+    if unsafe { handle_mut(handle) }.is_some() {
         return Error::Busy.errno();
     }
+    let h = handle.cast::<HandleBox>();
     // SAFETY: the caller's contract.
     let Some(r) = (unsafe { ring_ref(ring) }) else {
         return Error::Invalid.errno();
@@ -428,17 +441,10 @@ pub unsafe extern "C" fn perfaux_output_begin(
 unsafe fn handle_mut<'a>(
     p: *mut perfaux_output_handle,
 ) -> Option<&'a mut OutputHandle<'static, 'static, NoHook>> {
-    if !usable(p) {
-        return None;
-    }
-    let h = p.cast::<HandleBox>();
-    // SAFETY: valid, aligned storage; the first word read as a u64.
-    if unsafe { addr_of!((*h).live).read() } != HANDLE_LIVE {
-        return None;
-    }
-    // SAFETY: live: `perfaux_output_begin` wrote a handle that `end` has not
-    // consumed; the caller does not use the storage concurrently.
-    Some(unsafe { &mut (*h).handle })
+    // SAFETY: the caller's contract; a live handle was written by
+    // `perfaux_output_begin` and not consumed by `end`, and the caller does
+    // not use the storage concurrently.
+    unsafe { live_box::<_, HandleBox>(p, HANDLE_LIVE).map(|h| &mut (*h).handle) }
 }
 
 /// Copies `len` bytes into the record (`perf_output_copy`). Returns how
@@ -515,16 +521,9 @@ pub unsafe extern "C" fn perfaux_output_end(handle: *mut perfaux_output_handle) 
 /// # Safety
 /// `p` must be NULL or point to `struct perfaux_consumer` storage.
 unsafe fn consumer_mut<'a>(p: *mut perfaux_consumer) -> Option<&'a mut Consumer<'static>> {
-    if !usable(p) {
-        return None;
-    }
-    let c = p.cast::<ConsumerBox>();
-    // SAFETY: valid, aligned storage; the first word read as a u64.
-    if unsafe { addr_of!((*c).live).read() } != CONSUMER_LIVE {
-        return None;
-    }
-    // SAFETY: live: initialized by `perfaux_consumer_init`, not torn down.
-    Some(unsafe { &mut (*c).consumer })
+    // SAFETY: the caller's contract; live: initialized by
+    // `perfaux_consumer_init`, not torn down.
+    unsafe { live_box::<_, ConsumerBox>(p, CONSUMER_LIVE).map(|c| &mut (*c).consumer) }
 }
 
 /// Initializes the consumer of a writable ring over the same memory
