@@ -513,3 +513,77 @@ fn check_payload(aux: &[u8], psb_period: Option<u64>, bad: &mut impl FnMut(Strin
         bad("TSC packets go back in time within an AUX payload".into());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Cursor;
+
+    use perfaux::abi::{PerfEventAttr, attr_flags};
+
+    use super::*;
+    use crate::perfdata::{Features, Writer, WriterEvent};
+
+    /// A file of one event (IDENTIFIER | AUX, `aux_sample_size` 64) and one
+    /// sample whose AUX block holds `aux` bytes, sized to match.
+    fn file_with_aux(aux: usize) -> Vec<u8> {
+        let mut attr = PerfEventAttr::new(136);
+        attr.sample_type = st::IDENTIFIER | st::AUX;
+        attr.aux_sample_size = 64;
+        attr.flags = attr_flags::SAMPLE_ID_ALL;
+        let events = [WriterEvent {
+            attr,
+            name: "s".into(),
+            ids: vec![1],
+        }];
+        let mut w = Writer::create(Cursor::new(Vec::new()), &events).unwrap();
+        // AUXTRACE_INFO first (Intel PT; PMU type 99 names no event here).
+        let mut info = Vec::new();
+        info.extend_from_slice(&user_record::AUXTRACE_INFO.to_le_bytes());
+        info.extend_from_slice(&0u16.to_le_bytes());
+        info.extend_from_slice(&96u16.to_le_bytes());
+        info.extend_from_slice(&crate::perfdata::AUXTRACE_INTEL_PT.to_le_bytes());
+        info.extend_from_slice(&0u32.to_le_bytes());
+        info.extend_from_slice(&99u64.to_le_bytes());
+        info.resize(96, 0);
+        w.record(&info).unwrap();
+        let size = 8 + 8 + 8 + aux;
+        let mut r = Vec::new();
+        r.extend_from_slice(&record_type::SAMPLE.to_le_bytes());
+        r.extend_from_slice(&0u16.to_le_bytes());
+        r.extend_from_slice(&(size as u16).to_le_bytes());
+        r.extend_from_slice(&1u64.to_le_bytes());
+        r.extend_from_slice(&(aux as u64).to_le_bytes());
+        r.resize(size, 0);
+        w.record(&r).unwrap();
+        w.finish(&Features::default()).unwrap().into_inner()
+    }
+
+    #[test]
+    fn check_wants_aux_sizes_in_multiples_of_8_and_within_aux_sample_size() {
+        let clean = check(&PerfData::parse(&file_with_aux(16)).unwrap()).unwrap();
+        assert!(clean.violations.is_empty(), "{:?}", clean.violations);
+        let odd = check(&PerfData::parse(&file_with_aux(12)).unwrap()).unwrap();
+        assert!(
+            odd.violations
+                .iter()
+                .any(|v| v.ends_with("AUX size 12 is not a multiple of 8")),
+            "{:?}",
+            odd.violations
+        );
+        assert!(
+            odd.violations
+                .iter()
+                .any(|v| v.ends_with("SAMPLE record of 36 bytes, not a multiple of 8")),
+            "{:?}",
+            odd.violations
+        );
+        let big = check(&PerfData::parse(&file_with_aux(72)).unwrap()).unwrap();
+        assert!(
+            big.violations
+                .iter()
+                .any(|v| v.ends_with("AUX size 72 exceeds aux_sample_size 64")),
+            "{:?}",
+            big.violations
+        );
+    }
+}
