@@ -68,19 +68,6 @@ static void counter_del(void *ctx, uint64_t id, uint32_t flags)
 	dels++;
 }
 
-struct collect {
-	unsigned char *buf;
-	size_t len, cap;
-};
-static size_t sink_copy(void *ctx, const void *bytes, size_t len)
-{
-	struct collect *c = ctx;
-	size_t n = len <= c->cap - c->len ? len : c->cap - c->len;
-	memcpy(c->buf + c->len, bytes, n);
-	c->len += n;
-	return len - n;
-}
-
 static uint64_t word(const unsigned char *r, size_t off)
 {
 	uint64_t v;
@@ -209,10 +196,7 @@ int main(void)
 	memset(&raw_null, 0, sizeof(raw_null));
 	bad_data.reserved1 = 1;
 	raw_null.raw_len = 4;
-	struct {
-		const char *what;
-		long long got, want;
-	} table[] = {
+	struct bad_input table[] = {
 		{ "open: NULL event", perfaux_event_open(NULL, pt_attr, &counter, 3, 0, NULL, NULL), -EINVAL },
 		{ "open: NULL attr", perfaux_event_open(&never, NULL, &counter, 3, 0, NULL, NULL), -EINVAL },
 		{ "open: NULL pmu", perfaux_event_open(&never, pt_attr, NULL, 3, 0, NULL, NULL), -EINVAL },
@@ -237,14 +221,7 @@ int main(void)
 		{ "overflow: never opened", perfaux_event_overflow(&never, &plat, &bad_data), -EINVAL },
 		{ "fini: never opened", perfaux_event_fini(&never), -EINVAL },
 	};
-	int failed = 0;
-	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
-		if (table[i].got != table[i].want) {
-			fprintf(stderr, "bad input \"%s\": %lld, expected %lld\n", table[i].what,
-				table[i].got, table[i].want);
-			failed = 1;
-		}
-	}
+	int failed = check_table(table, sizeof(table) / sizeof(table[0]));
 
 	/* Tear down in reverse: the sampler, then the leader (its close stops
 	 * PT: a PERF_RECORD_AUX), then what they used. */

@@ -27,20 +27,6 @@
 static const unsigned char PSB[16] = { 2, 0x82, 2, 0x82, 2, 0x82, 2, 0x82,
 				       2, 0x82, 2, 0x82, 2, 0x82, 2, 0x82 };
 
-struct collect {
-	unsigned char *buf;
-	size_t len, cap;
-};
-
-static size_t sink_copy(void *ctx, const void *bytes, size_t len)
-{
-	struct collect *c = ctx;
-	size_t n = len <= c->cap - c->len ? len : c->cap - c->len;
-	memcpy(c->buf + c->len, bytes, n);
-	c->len += n;
-	return len - n;
-}
-
 static uint64_t now = 1000;
 
 static uint64_t clock_now(void *ctx)
@@ -327,10 +313,7 @@ static void bad_inputs(void)
 	perfaux_sink null_copy = { NULL, NULL };
 	perfaux_trace_event unknown = { 99, 0, 0, 0 }, bad_branch = { PERFAUX_TRACE_BRANCH, 2, 0, 0 },
 			    bad_mode = { PERFAUX_TRACE_MODE, 8, 0, 0 };
-	struct {
-		const char *what;
-		long long got, want;
-	} table[] = {
+	struct bad_input table[] = {
 		{ "aux init: NULL area", perfaux_aux_area_init(NULL, user, aux, AUX_PAGES, NULL), -EINVAL },
 		{ "aux init: NULL user page", perfaux_aux_area_init(&no_area, NULL, aux, AUX_PAGES, NULL), -EINVAL },
 		{ "aux init: NULL pages", perfaux_aux_area_init(&no_area, user, NULL, AUX_PAGES, NULL), -EINVAL },
@@ -365,14 +348,7 @@ static void bad_inputs(void)
 		{ "trace: never initialized", perfaux_pt_trace(&no_pt, &unknown), -EINVAL },
 		{ "written: NULL", perfaux_pt_written(NULL), -EINVAL },
 	};
-	int failed = 0;
-	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
-		if (table[i].got != table[i].want) {
-			fprintf(stderr, "bad input \"%s\": %lld, expected %lld\n", table[i].what,
-				table[i].got, table[i].want);
-			failed = 1;
-		}
-	}
+	int failed = check_table(table, sizeof(table) / sizeof(table[0]));
 	/* On a live PMU: flags and arguments it does not take. */
 	EXPECT(perfaux_aux_area_init(&area, user, aux, AUX_PAGES, NULL), 0);
 	EXPECT(perfaux_aux_area_init(&area, user, aux, AUX_PAGES, NULL), -EBUSY);

@@ -192,10 +192,7 @@ int main(void)
 	void *null_chunks[CHUNKS] = { chunks[0], NULL, chunks[2], chunks[3] };
 	char unaligned[sizeof(perfaux_ring) + 8];
 	perfaux_ring *misaligned = (perfaux_ring *)(void *)(unaligned + 1);
-	struct {
-		const char *what;
-		long long got, want;
-	} table[] = {
+	struct bad_input table[] = {
 		{ "init: NULL ring", perfaux_ring_init(NULL, user, chunks, CHUNKS, 0, NULL), -EINVAL },
 		{ "init: misaligned ring", perfaux_ring_init(misaligned, user, chunks, CHUNKS, 0, NULL), -EINVAL },
 		{ "init: NULL user page", perfaux_ring_init(&fresh, NULL, chunks, CHUNKS, 0, NULL), -EINVAL },
@@ -229,14 +226,7 @@ int main(void)
 		{ "commit: NULL", perfaux_consumer_commit(NULL), -EINVAL },
 		{ "consumer fini: never initialized", perfaux_consumer_fini(&fresh_cons), -EINVAL },
 	};
-	int failed = 0;
-	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
-		if (table[i].got != table[i].want) {
-			fprintf(stderr, "bad input \"%s\": %lld, expected %lld\n", table[i].what,
-				table[i].got, table[i].want);
-			failed = 1;
-		}
-	}
+	int failed = check_table(table, sizeof(table) / sizeof(table[0]));
 	/* A handle that is open refuses a second begin; NULL bytes refused. */
 	EXPECT(perfaux_output_begin(&h2, &ring, 16, NULL), 0);
 	EXPECT(perfaux_output_begin(&h2, &ring, 16, NULL), -EBUSY);

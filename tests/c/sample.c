@@ -27,19 +27,6 @@ static uint64_t word(const unsigned char *r, size_t off)
 	return v;
 }
 
-struct collect {
-	unsigned char *buf;
-	size_t len, cap;
-};
-static size_t sink_copy(void *ctx, const void *bytes, size_t len)
-{
-	struct collect *c = ctx;
-	size_t n = len <= c->cap - c->len ? len : c->cap - c->len;
-	memcpy(c->buf + c->len, bytes, n);
-	c->len += n;
-	return len - n;
-}
-
 /* A C snapshot_aux: the newest `size` bytes of a pattern. */
 static unsigned char pattern[1024];
 static int64_t snapshot(void *ctx, const perfaux_sink *sink, uint64_t size)
@@ -198,10 +185,7 @@ int main(void)
 	perfaux_sample_data bad_data = d;
 	bad_data.reserved0 = 1;
 	perfaux_sink null_copy = { NULL, NULL };
-	struct {
-		const char *what;
-		long long got, want;
-	} table[] = {
+	struct bad_input table[] = {
 		{ "aux begin: NULL handle", perfaux_aux_begin(NULL, &area), -EINVAL },
 		{ "aux begin: area never initialized", perfaux_aux_begin(&never, &fresh), -EINVAL },
 		{ "aux state: never begun", perfaux_aux_get_state(&never, &st), -EINVAL },
@@ -222,14 +206,7 @@ int main(void)
 		{ "write: NULL attr", perfaux_sample_write(&ring, NULL, &who, &d, NULL, NULL), -EINVAL },
 		{ "write: reserved data field", perfaux_sample_write(&ring, attr, &who, &bad_data, NULL, NULL), -EINVAL },
 	};
-	int failed = 0;
-	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
-		if (table[i].got != table[i].want) {
-			fprintf(stderr, "bad input \"%s\": %lld, expected %lld\n", table[i].what,
-				table[i].got, table[i].want);
-			failed = 1;
-		}
-	}
+	int failed = check_table(table, sizeof(table) / sizeof(table[0]));
 	/* On an open transaction: a sink without a callback. */
 	perfaux_consumer_refresh(&cons);
 	while (perfaux_consumer_next(&cons, back, sizeof(back)) > 0)
