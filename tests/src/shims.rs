@@ -103,3 +103,58 @@ pub fn interrupt() {
         unsafe { (*f)() }
     }
 }
+
+/// One CPU's PT set-up over test memory: the ring and AUX area, the
+/// software tracer (tapped by a model of its whole stream) and the PT PMU.
+pub struct Pt<'p, 'x> {
+    /// The data ring (`PERF_RECORD_AUX` goes there).
+    pub ring: &'p perfaux::ring::Ring<'x>,
+    /// The AUX area.
+    pub area: &'p perfaux::aux::AuxArea<'x, ()>,
+    /// The software tracer.
+    pub tracer: &'p perfaux::pt::tracer::SoftTracer<'x>,
+    /// Every byte the tracer wrote.
+    pub model: &'p std::cell::RefCell<StreamModel>,
+    /// The PMU.
+    pub pmu: &'p perfaux::pt::pmu::PtPmu<'x, perfaux::aux::AreaOutput<'x, 'x>>,
+}
+
+/// Builds a [`Pt`] over `mem` and `aux` (overwrite mode for ring and area if
+/// `overwrite`), a PSB+ every `psb_period` bytes, `PERF_RECORD_AUX` for
+/// `record_event`, and runs `f` with it.
+pub fn with_pt<R>(
+    mem: &crate::mem::RingMemory,
+    aux: &crate::mem::AuxMemory,
+    overwrite: bool,
+    psb_period: u64,
+    record_event: perfaux::ring::FixedEvent,
+    f: impl FnOnce(&Pt<'_, '_>) -> R,
+) -> R {
+    use perfaux::pt::topa::{IdentityMap, Topa, TopaTable};
+    let ring = mem.ring(perfaux::ring::RingConfig {
+        overwrite,
+        ..perfaux::ring::RingConfig::default()
+    });
+    let area = mem.aux_area(
+        aux,
+        perfaux::aux::AuxConfig {
+            overwrite,
+            ..perfaux::aux::AuxConfig::default()
+        },
+        (),
+    );
+    let mut tables = vec![TopaTable::new(); aux.pages().len() / 500 + 1];
+    let topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).expect("ToPA tables");
+    let tracer = perfaux::pt::tracer::SoftTracer::new(&IdentityMap, psb_period);
+    let model = std::cell::RefCell::new(StreamModel::default());
+    tracer.set_tap(Some(&model));
+    let pmu = perfaux::pt::pmu::PtPmu::new(&tracer, &IdentityMap, topa, &area, &ring, record_event)
+        .expect("a PT PMU over the area");
+    f(&Pt {
+        ring: &ring,
+        area: &area,
+        tracer: &tracer,
+        model: &model,
+        pmu: &pmu,
+    })
+}

@@ -7,21 +7,20 @@
 //! is deferred to the snapshot's restart; nested samples carry no AUX data;
 //! the transaction survives. Also `aux_start_paused`, and the ERROR status.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 
 use perfaux::abi::{PerfEventAttr, aux_action, aux_flags, record_type, sample_type as st};
-use perfaux::aux::{AreaOutput, AuxConfig};
+use perfaux::aux::AreaOutput;
 use perfaux::event::{Buffer, Event, EventConfig};
 use perfaux::pmu::{EventInfo, Pmu};
 use perfaux::pt::pmu::PtPmu;
 use perfaux::pt::stream::TraceEvent;
-use perfaux::pt::topa::{IdentityMap, Topa, TopaTable};
 use perfaux::pt::tracer::{STATUS_ERROR, STATUS_STOPPED, SoftTracer, TraceHw};
-use perfaux::ring::{FixedEvent, OutputSink, RingConfig, read_header};
+use perfaux::ring::{FixedEvent, OutputSink, read_header};
 use perfaux::sample::SampleData;
 use perfaux::{PmuCaps, Result};
 use perfaux_tests::mem::{AuxMemory, RingMemory};
-use perfaux_tests::shims::{CountingPmu, Cpu0, StreamModel, interrupt, with_interrupt};
+use perfaux_tests::shims::{CountingPmu, Cpu0, interrupt, with_interrupt, with_pt};
 
 /// The PT PMU, with an interrupt point before every `split` bytes that its
 /// `snapshot_aux` copies into the sample.
@@ -104,170 +103,144 @@ fn program(tracer: &SoftTracer<'_>, from: u64, n: u64) {
 /// `k` (1-based) of the outer sample's copy. Returns the number of points.
 fn run(nested: Nested, k: usize) -> usize {
     let mem = RingMemory::new(32, 0);
-    let ring = mem.ring(RingConfig {
-        overwrite: true,
-        ..RingConfig::default()
-    });
     let aux = AuxMemory::new(4, 0);
-    let area = mem.aux_area(
-        &aux,
-        AuxConfig {
-            overwrite: true,
-            ..AuxConfig::default()
-        },
-        (),
-    );
-    let mut tables = vec![TopaTable::new(); 1];
-    let topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).unwrap();
-    let tracer = SoftTracer::new(&IdentityMap, 1024);
-    let model = RefCell::new(StreamModel::default());
-    tracer.set_tap(Some(&model));
-    let pt = PtPmu::new(
-        &tracer,
-        &IdentityMap,
-        topa,
-        &area,
-        &ring,
-        FixedEvent::default(),
-    )
-    .unwrap();
-    let pmu = Interrupted {
-        pt: &pt,
-        split: 512,
-    };
-    let counter = CountingPmu;
-    let buffer = Buffer {
-        ring: &ring,
-        aux: Some(&area),
-    };
-    let mut leader_attr = PerfEventAttr::new(136);
-    leader_attr.type_ = 8;
-    let leader = Event::open(EventConfig {
-        attr: leader_attr,
-        pmu: &pmu,
-        id: 1,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
-    leader.set_buffer(&buffer);
-    let sampler_attr = |size: u32, action: u32| {
-        let mut a = PerfEventAttr::new(136);
-        a.sample_period = 1;
-        a.sample_type = st::TIME | st::AUX;
-        a.aux_sample_size = size;
-        a.aux_action = action;
-        a
-    };
-    let open = |id: u64, attr: PerfEventAttr| {
-        Event::open(EventConfig {
-            attr,
-            pmu: &counter,
-            id,
+    with_pt(&mem, &aux, true, 1024, FixedEvent::default(), |p| {
+        let (tracer, model, pt) = (p.tracer, p.model, p.pmu);
+        let pmu = Interrupted { pt, split: 512 };
+        let counter = CountingPmu;
+        let buffer = Buffer {
+            ring: p.ring,
+            aux: Some(p.area),
+        };
+        let mut leader_attr = PerfEventAttr::new(136);
+        leader_attr.type_ = 8;
+        let leader = Event::open(EventConfig {
+            attr: leader_attr,
+            pmu: &pmu,
+            id: 1,
             cpu: 0,
-            leader: Some(&leader),
+            leader: None,
             parent: None,
         })
-        .unwrap()
-    };
-    let outer = open(2, sampler_attr(OUTER as u32, 0));
-    let inner = open(3, sampler_attr(1024, 0));
-    let pauser = open(4, sampler_attr(0, aux_action::PAUSE));
-    let resumer = open(5, sampler_attr(0, aux_action::RESUME));
-    for e in [&outer, &inner, &pauser, &resumer] {
-        e.join_group();
-        e.set_output(&leader).unwrap();
-    }
-    let p = Cpu0;
-    leader.sched_in(&p).unwrap();
-    assert!(tracer.enabled(), "the leader traces once scheduled");
-    tracer.trace(TraceEvent::Enable(0x40_0000));
-    program(&tracer, 0, 6000);
-    if nested == Nested::Resume {
-        pauser.overflow(&p, &SampleData::default()).unwrap();
-        assert!(!tracer.enabled(), "a pause stops the trace");
-    }
-
-    let points = Cell::new(0usize);
-    let handler = || {
-        points.set(points.get() + 1);
-        assert!(!tracer.enabled(), "the tracer is off for the whole copy");
-        if points.get() != k {
-            return;
-        }
-        match nested {
-            Nested::Sample => {
-                let layout = inner.overflow(&p, &SampleData::default()).unwrap();
-                assert_eq!(layout.aux_size, 0, "no AUX inside a snapshot (S7)");
-            }
-            Nested::Pause => {
-                pauser.overflow(&p, &SampleData::default()).unwrap();
-            }
-            Nested::Resume => {
-                resumer.overflow(&p, &SampleData::default()).unwrap();
-            }
-            Nested::SpuriousPmi => pt.handle_pmi(),
-        }
-        assert!(!tracer.enabled(), "nothing restarts the tracer mid-copy");
-    };
-    let layout = with_interrupt(&handler, || {
-        outer.overflow(&p, &SampleData::default()).unwrap()
-    });
-    assert_eq!(layout.aux_size, OUTER);
-    // The stream as it stood when the snapshot stopped the tracer (that
-    // stop flushed the pending TNT bits; nothing traced since).
-    let before = model.borrow().0.clone();
-    assert!(before.len() > OUTER as usize);
-    let newest = &before[before.len() - OUTER as usize..];
-    let records = mem.records();
-    let samples: Vec<&[u8]> = records
-        .iter()
-        .map(|r| &r[..])
-        .filter(|r| read_header(r).unwrap().type_ == record_type::SAMPLE)
-        .collect();
-    let outer_record = samples
-        .iter()
-        .find(|r| r.len() > OUTER as usize)
-        .expect("the outer sample");
-    assert!(
-        outer_record[24..24 + OUTER as usize] == *newest,
-        "the outer snapshot is the newest bytes ({nested:?} at {k})"
-    );
-    let after_paused = match nested {
-        // The pause arrived (if k was reached) and stays.
-        Nested::Pause => k <= points.get(),
-        // The resume arrived (if k was reached); else still paused.
-        Nested::Resume => k > points.get(),
-        Nested::Sample | Nested::SpuriousPmi => false,
-    };
-    assert_eq!(
-        tracer.enabled(),
-        !after_paused,
-        "{nested:?} at {k}: tracing after the sample"
-    );
-    // The transaction is still open: nothing was published, and a later
-    // snapshot (after a resume) still sees the newest bytes.
-    assert!(
-        !records
-            .iter()
-            .any(|r| read_header(r).unwrap().type_ == record_type::AUX),
-        "no PERF_RECORD_AUX: the transaction stayed open"
-    );
-    resumer.overflow(&p, &SampleData::default()).unwrap();
-    assert!(tracer.enabled());
-    program(&tracer, 3000, 500);
-    let again = outer.overflow(&p, &SampleData::default()).unwrap();
-    assert_eq!(again.aux_size, OUTER);
-    let records = mem.records();
-    let last = records
-        .iter()
-        .rev()
-        .find(|r| r.len() > OUTER as usize)
         .unwrap();
-    let stream = &model.borrow().0;
-    assert!(last[24..24 + OUTER as usize] == stream[stream.len() - OUTER as usize..]);
-    points.get()
+        leader.set_buffer(&buffer);
+        let sampler_attr = |size: u32, action: u32| {
+            let mut a = PerfEventAttr::new(136);
+            a.sample_period = 1;
+            a.sample_type = st::TIME | st::AUX;
+            a.aux_sample_size = size;
+            a.aux_action = action;
+            a
+        };
+        let open = |id: u64, attr: PerfEventAttr| {
+            Event::open(EventConfig {
+                attr,
+                pmu: &counter,
+                id,
+                cpu: 0,
+                leader: Some(&leader),
+                parent: None,
+            })
+            .unwrap()
+        };
+        let outer = open(2, sampler_attr(OUTER as u32, 0));
+        let inner = open(3, sampler_attr(1024, 0));
+        let pauser = open(4, sampler_attr(0, aux_action::PAUSE));
+        let resumer = open(5, sampler_attr(0, aux_action::RESUME));
+        for e in [&outer, &inner, &pauser, &resumer] {
+            e.join_group();
+            e.set_output(&leader).unwrap();
+        }
+        let p = Cpu0;
+        leader.sched_in(&p).unwrap();
+        assert!(tracer.enabled(), "the leader traces once scheduled");
+        tracer.trace(TraceEvent::Enable(0x40_0000));
+        program(tracer, 0, 6000);
+        if nested == Nested::Resume {
+            pauser.overflow(&p, &SampleData::default()).unwrap();
+            assert!(!tracer.enabled(), "a pause stops the trace");
+        }
+
+        let points = Cell::new(0usize);
+        let handler = || {
+            points.set(points.get() + 1);
+            assert!(!tracer.enabled(), "the tracer is off for the whole copy");
+            if points.get() != k {
+                return;
+            }
+            match nested {
+                Nested::Sample => {
+                    let layout = inner.overflow(&p, &SampleData::default()).unwrap();
+                    assert_eq!(layout.aux_size, 0, "no AUX inside a snapshot (S7)");
+                }
+                Nested::Pause => {
+                    pauser.overflow(&p, &SampleData::default()).unwrap();
+                }
+                Nested::Resume => {
+                    resumer.overflow(&p, &SampleData::default()).unwrap();
+                }
+                Nested::SpuriousPmi => pt.handle_pmi(),
+            }
+            assert!(!tracer.enabled(), "nothing restarts the tracer mid-copy");
+        };
+        let layout = with_interrupt(&handler, || {
+            outer.overflow(&p, &SampleData::default()).unwrap()
+        });
+        assert_eq!(layout.aux_size, OUTER);
+        // The stream as it stood when the snapshot stopped the tracer (that
+        // stop flushed the pending TNT bits; nothing traced since).
+        let before = model.borrow().0.clone();
+        assert!(before.len() > OUTER as usize);
+        let newest = &before[before.len() - OUTER as usize..];
+        let records = mem.records();
+        let samples: Vec<&[u8]> = records
+            .iter()
+            .map(|r| &r[..])
+            .filter(|r| read_header(r).unwrap().type_ == record_type::SAMPLE)
+            .collect();
+        let outer_record = samples
+            .iter()
+            .find(|r| r.len() > OUTER as usize)
+            .expect("the outer sample");
+        assert!(
+            outer_record[24..24 + OUTER as usize] == *newest,
+            "the outer snapshot is the newest bytes ({nested:?} at {k})"
+        );
+        let after_paused = match nested {
+            // The pause arrived (if k was reached) and stays.
+            Nested::Pause => k <= points.get(),
+            // The resume arrived (if k was reached); else still paused.
+            Nested::Resume => k > points.get(),
+            Nested::Sample | Nested::SpuriousPmi => false,
+        };
+        assert_eq!(
+            tracer.enabled(),
+            !after_paused,
+            "{nested:?} at {k}: tracing after the sample"
+        );
+        // The transaction is still open: nothing was published, and a later
+        // snapshot (after a resume) still sees the newest bytes.
+        assert!(
+            !records
+                .iter()
+                .any(|r| read_header(r).unwrap().type_ == record_type::AUX),
+            "no PERF_RECORD_AUX: the transaction stayed open"
+        );
+        resumer.overflow(&p, &SampleData::default()).unwrap();
+        assert!(tracer.enabled());
+        program(tracer, 3000, 500);
+        let again = outer.overflow(&p, &SampleData::default()).unwrap();
+        assert_eq!(again.aux_size, OUTER);
+        let records = mem.records();
+        let last = records
+            .iter()
+            .rev()
+            .find(|r| r.len() > OUTER as usize)
+            .unwrap();
+        let stream = &model.borrow().0;
+        assert!(last[24..24 + OUTER as usize] == stream[stream.len() - OUTER as usize..]);
+        points.get()
+    })
 }
 
 #[test]
@@ -287,201 +260,159 @@ fn pmis_at_every_point_of_the_snapshot_copy() {
     }
 }
 
-/// One PT leader in snapshot mode over four pages, traced by `tracer`.
-struct Rig {
-    mem: RingMemory,
-    aux: AuxMemory,
-}
-
 #[test]
 fn a_pausing_sample_carries_the_trace_and_leaves_it_paused() {
-    let rig = Rig {
-        mem: RingMemory::new(32, 0),
-        aux: AuxMemory::new(4, 0),
-    };
-    let ring = rig.mem.ring(RingConfig {
-        overwrite: true,
-        ..RingConfig::default()
-    });
-    let area = rig.mem.aux_area(
-        &rig.aux,
-        AuxConfig {
-            overwrite: true,
-            ..AuxConfig::default()
-        },
-        (),
-    );
-    let mut tables = vec![TopaTable::new(); 1];
-    let topa = Topa::build(&mut tables, rig.aux.pages(), &IdentityMap).unwrap();
-    let tracer = SoftTracer::new(&IdentityMap, 1024);
-    let model = RefCell::new(StreamModel::default());
-    tracer.set_tap(Some(&model));
-    let pt = PtPmu::new(
-        &tracer,
-        &IdentityMap,
-        topa,
-        &area,
-        &ring,
-        FixedEvent::default(),
-    )
-    .unwrap();
-    let counter = CountingPmu;
-    let buffer = Buffer {
-        ring: &ring,
-        aux: Some(&area),
-    };
-    let mut leader_attr = PerfEventAttr::new(136);
-    leader_attr.type_ = 8;
-    leader_attr.aux_action = aux_action::START_PAUSED;
-    let leader = Event::open(EventConfig {
-        attr: leader_attr,
-        pmu: &pt,
-        id: 1,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
-    leader.set_buffer(&buffer);
-    let open = |id: u64, action: u32, aux: u32| {
-        let mut a = PerfEventAttr::new(136);
-        a.sample_period = 1;
-        a.sample_type = st::TIME | st::AUX;
-        a.aux_sample_size = aux;
-        a.aux_action = action;
-        Event::open(EventConfig {
-            attr: a,
-            pmu: &counter,
-            id,
-            cpu: 0,
-            leader: Some(&leader),
-            parent: None,
-        })
-        .unwrap()
-    };
-    let pauser = open(2, aux_action::PAUSE, 2048);
-    let resumer = open(3, aux_action::RESUME, 0);
-    for e in [&pauser, &resumer] {
-        e.join_group();
-        e.set_output(&leader).unwrap();
-    }
-    let p = Cpu0;
-    leader.sched_in(&p).unwrap();
-    // aux_start_paused: scheduled, transaction open, but no trace.
-    assert!(!tracer.enabled(), "aux_start_paused: the tracer stays off");
-    program(&tracer, 0, 100);
-    assert_eq!(tracer.written(), 0);
-    resumer.overflow(&p, &SampleData::default()).unwrap();
-    assert!(tracer.enabled(), "resumed");
-    tracer.trace(TraceEvent::Enable(0x40_0000));
-    program(&tracer, 0, 2000);
-    let written = tracer.written();
-    assert!(written > 2048);
-    // The pausing sampler's own sample still carries the newest bytes:
-    // pause first, then the snapshot, whose restart honours the pause.
-    let layout = pauser.overflow(&p, &SampleData::default()).unwrap();
-    assert_eq!(layout.aux_size, 2048);
-    let records = rig.mem.records();
-    let sample = records
-        .iter()
-        .find(|r| read_header(r).unwrap().type_ == record_type::SAMPLE && r.len() > 2048)
-        .unwrap();
-    let stream = model.borrow().0.clone();
-    assert!(sample[24..24 + 2048] == stream[stream.len() - 2048..]);
-    assert!(
-        !tracer.enabled(),
-        "a pausing sample leaves the trace paused"
-    );
-    // (The pause flushed the pending TNT bits, as TraceEn dropping does.)
-    let written = tracer.written();
-    program(&tracer, 2000, 500);
-    assert_eq!(tracer.written(), written, "nothing traced while paused");
-    resumer.overflow(&p, &SampleData::default()).unwrap();
-    program(&tracer, 2500, 500);
-    assert!(tracer.written() > written, "traced again after the resume");
-    // The stream continues where it stopped: one stream, no gap.
-    let layout = pauser.overflow(&p, &SampleData::default()).unwrap();
-    assert_eq!(layout.aux_size, 2048);
-    let stream = model.borrow().0.clone();
-    let records = rig.mem.records();
-    let sample = records
-        .iter()
-        .rev()
-        .find(|r| read_header(r).unwrap().type_ == record_type::SAMPLE && r.len() > 2048)
-        .unwrap();
-    assert!(sample[24..24 + 2048] == stream[stream.len() - 2048..]);
-    // A resume is refused while the status says STOPPED or ERROR.
-    for bad in [STATUS_STOPPED, STATUS_ERROR] {
-        tracer.set_status(bad);
-        resumer.overflow(&p, &SampleData::default()).unwrap();
-        assert!(!tracer.enabled(), "no resume with status {bad:#x}");
-        tracer.set_status(0);
-        pauser.overflow(&p, &SampleData::default()).unwrap();
-    }
-    resumer.overflow(&p, &SampleData::default()).unwrap();
-    assert!(tracer.enabled());
-    // Stopping the leader closes the transaction; a later resume finds
-    // no configured trace and leaves the tracer off.
-    leader.sched_out();
-    assert!(!tracer.enabled());
-    pt.start(
-        &EventInfo {
-            attr: &leader_attr,
+    let mem = RingMemory::new(32, 0);
+    let aux = AuxMemory::new(4, 0);
+    with_pt(&mem, &aux, true, 1024, FixedEvent::default(), |p| {
+        let (tracer, model, pt) = (p.tracer, p.model, p.pmu);
+        let counter = CountingPmu;
+        let buffer = Buffer {
+            ring: p.ring,
+            aux: Some(p.area),
+        };
+        let mut leader_attr = PerfEventAttr::new(136);
+        leader_attr.type_ = 8;
+        leader_attr.aux_action = aux_action::START_PAUSED;
+        let leader = Event::open(EventConfig {
+            attr: leader_attr,
+            pmu: pt,
             id: 1,
             cpu: 0,
-            aux_paused: false,
-        },
-        perfaux::pmu::ef::RESUME,
-    );
-    assert!(!tracer.enabled(), "no resume after a stop");
+            leader: None,
+            parent: None,
+        })
+        .unwrap();
+        leader.set_buffer(&buffer);
+        let open = |id: u64, action: u32, aux: u32| {
+            let mut a = PerfEventAttr::new(136);
+            a.sample_period = 1;
+            a.sample_type = st::TIME | st::AUX;
+            a.aux_sample_size = aux;
+            a.aux_action = action;
+            Event::open(EventConfig {
+                attr: a,
+                pmu: &counter,
+                id,
+                cpu: 0,
+                leader: Some(&leader),
+                parent: None,
+            })
+            .unwrap()
+        };
+        let pauser = open(2, aux_action::PAUSE, 2048);
+        let resumer = open(3, aux_action::RESUME, 0);
+        for e in [&pauser, &resumer] {
+            e.join_group();
+            e.set_output(&leader).unwrap();
+        }
+        let p = Cpu0;
+        leader.sched_in(&p).unwrap();
+        // aux_start_paused: scheduled, transaction open, but no trace.
+        assert!(!tracer.enabled(), "aux_start_paused: the tracer stays off");
+        program(tracer, 0, 100);
+        assert_eq!(tracer.written(), 0);
+        resumer.overflow(&p, &SampleData::default()).unwrap();
+        assert!(tracer.enabled(), "resumed");
+        tracer.trace(TraceEvent::Enable(0x40_0000));
+        program(tracer, 0, 2000);
+        let written = tracer.written();
+        assert!(written > 2048);
+        // The pausing sampler's own sample still carries the newest bytes:
+        // pause first, then the snapshot, whose restart honours the pause.
+        let layout = pauser.overflow(&p, &SampleData::default()).unwrap();
+        assert_eq!(layout.aux_size, 2048);
+        let records = mem.records();
+        let sample = records
+            .iter()
+            .find(|r| read_header(r).unwrap().type_ == record_type::SAMPLE && r.len() > 2048)
+            .unwrap();
+        let stream = model.borrow().0.clone();
+        assert!(sample[24..24 + 2048] == stream[stream.len() - 2048..]);
+        assert!(
+            !tracer.enabled(),
+            "a pausing sample leaves the trace paused"
+        );
+        // (The pause flushed the pending TNT bits, as TraceEn dropping does.)
+        let written = tracer.written();
+        program(tracer, 2000, 500);
+        assert_eq!(tracer.written(), written, "nothing traced while paused");
+        resumer.overflow(&p, &SampleData::default()).unwrap();
+        program(tracer, 2500, 500);
+        assert!(tracer.written() > written, "traced again after the resume");
+        // The stream continues where it stopped: one stream, no gap.
+        let layout = pauser.overflow(&p, &SampleData::default()).unwrap();
+        assert_eq!(layout.aux_size, 2048);
+        let stream = model.borrow().0.clone();
+        let records = mem.records();
+        let sample = records
+            .iter()
+            .rev()
+            .find(|r| read_header(r).unwrap().type_ == record_type::SAMPLE && r.len() > 2048)
+            .unwrap();
+        assert!(sample[24..24 + 2048] == stream[stream.len() - 2048..]);
+        // A resume is refused while the status says STOPPED or ERROR.
+        for bad in [STATUS_STOPPED, STATUS_ERROR] {
+            tracer.set_status(bad);
+            resumer.overflow(&p, &SampleData::default()).unwrap();
+            assert!(!tracer.enabled(), "no resume with status {bad:#x}");
+            tracer.set_status(0);
+            pauser.overflow(&p, &SampleData::default()).unwrap();
+        }
+        resumer.overflow(&p, &SampleData::default()).unwrap();
+        assert!(tracer.enabled());
+        // Stopping the leader closes the transaction; a later resume finds
+        // no configured trace and leaves the tracer off.
+        leader.sched_out();
+        assert!(!tracer.enabled());
+        pt.start(
+            &EventInfo {
+                attr: &leader_attr,
+                id: 1,
+                cpu: 0,
+                aux_paused: false,
+            },
+            perfaux::pmu::ef::RESUME,
+        );
+        assert!(!tracer.enabled(), "no resume after a stop");
+    })
 }
 
 #[test]
 fn an_error_status_is_counted_cleared_and_tracing_goes_on() {
     let mem = RingMemory::new(16, 0);
-    let ring = mem.ring(RingConfig::default());
     let aux = AuxMemory::new(8, 0);
-    let area = mem.aux_area(&aux, AuxConfig::default(), ());
-    let mut tables = vec![TopaTable::new(); 1];
-    let topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).unwrap();
-    let tracer = SoftTracer::new(&IdentityMap, 1024);
-    let pt = PtPmu::new(
-        &tracer,
-        &IdentityMap,
-        topa,
-        &area,
-        &ring,
-        FixedEvent::default(),
-    )
-    .unwrap();
-    let mut attr = PerfEventAttr::new(136);
-    attr.type_ = 8;
-    let info = EventInfo {
-        attr: &attr,
-        id: 1,
-        cpu: 0,
-        aux_paused: false,
-    };
-    pt.add(&info, perfaux::pmu::ef::START).unwrap();
-    tracer.trace(TraceEvent::Enable(0x40_0000));
-    program(&tracer, 0, 500);
-    tracer.set_status(STATUS_ERROR);
-    pt.handle_pmi();
-    assert_eq!(pt.errors(), 1, "the error is seen once");
-    assert_eq!(tracer.status(), 0, "and cleared");
-    assert!(tracer.enabled(), "tracing goes on in a new transaction");
-    let records = mem.records();
-    let aux_records: Vec<_> = records
-        .iter()
-        .filter(|r| read_header(r).unwrap().type_ == record_type::AUX)
-        .collect();
-    assert_eq!(aux_records.len(), 1, "the data so far is published");
-    let flags = u64::from_ne_bytes(aux_records[0][24..32].try_into().unwrap());
-    assert_eq!(
-        flags & aux_flags::TRUNCATED,
-        0,
-        "an error alone truncates nothing"
-    );
-    pt.del(&info, 0);
-    assert!(!tracer.enabled());
+    with_pt(&mem, &aux, false, 1024, FixedEvent::default(), |p| {
+        let (tracer, pt) = (p.tracer, p.pmu);
+        let mut attr = PerfEventAttr::new(136);
+        attr.type_ = 8;
+        let info = EventInfo {
+            attr: &attr,
+            id: 1,
+            cpu: 0,
+            aux_paused: false,
+        };
+        pt.add(&info, perfaux::pmu::ef::START).unwrap();
+        tracer.trace(TraceEvent::Enable(0x40_0000));
+        program(tracer, 0, 500);
+        tracer.set_status(STATUS_ERROR);
+        pt.handle_pmi();
+        assert_eq!(pt.errors(), 1, "the error is seen once");
+        assert_eq!(tracer.status(), 0, "and cleared");
+        assert!(tracer.enabled(), "tracing goes on in a new transaction");
+        let records = mem.records();
+        let aux_records: Vec<_> = records
+            .iter()
+            .filter(|r| read_header(r).unwrap().type_ == record_type::AUX)
+            .collect();
+        assert_eq!(aux_records.len(), 1, "the data so far is published");
+        let flags = u64::from_ne_bytes(aux_records[0][24..32].try_into().unwrap());
+        assert_eq!(
+            flags & aux_flags::TRUNCATED,
+            0,
+            "an error alone truncates nothing"
+        );
+        pt.del(&info, 0);
+        assert!(!tracer.enabled());
+    })
 }
