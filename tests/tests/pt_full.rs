@@ -4,19 +4,14 @@
 //! gets everything that was written, then a TRUNCATED record, and the event's
 //! disable is requested.
 
-use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use perfaux::abi::{PerfEventAttr, aux_flags, record_type};
-use perfaux::aux::{AuxArea, AuxConfig};
 use perfaux::pmu::{EventInfo, Pmu, ef};
-use perfaux::pt::pmu::PtPmu;
 use perfaux::pt::stream::TraceEvent;
-use perfaux::pt::topa::{IdentityMap, Topa, TopaTable};
-use perfaux::pt::tracer::SoftTracer;
-use perfaux::ring::{FixedEvent, RingConfig, read_header};
+use perfaux::ring::{FixedEvent, read_header};
 use perfaux_tests::mem::{AuxMemory, RingMemory};
-use perfaux_tests::shims::StreamModel;
+use perfaux_tests::shims::with_pt;
 
 fn program(n: usize) -> Vec<TraceEvent> {
     let mut state = 7u64;
@@ -52,68 +47,54 @@ fn aux_tail(mem: &RingMemory) -> &AtomicU64 {
 
 fn run(keep_up: bool) -> (Vec<u8>, Vec<u8>, Vec<u64>, bool) {
     let mem = RingMemory::new(16, 0);
-    let ring = mem.ring(RingConfig::default());
     let aux = AuxMemory::scattered(8); // eight 4 KiB regions
-    let area: AuxArea<'_, ()> = mem.aux_area(
+    with_pt(
+        &mem,
         &aux,
-        AuxConfig {
-            overwrite: false,
-            watermark: 0,
-            wakeup: None,
-        },
-        (),
-    );
-    let mut tables = vec![TopaTable::new(); 1];
-    let topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).unwrap();
-    let tracer = SoftTracer::new(&IdentityMap, 1024);
-    let model = RefCell::new(StreamModel::default());
-    tracer.set_tap(Some(&model));
-    let pt = PtPmu::new(
-        &tracer,
-        &IdentityMap,
-        topa,
-        &area,
-        &ring,
+        false,
+        1024,
         FixedEvent {
             id: 1,
             sample_id: None,
         },
-    )
-    .unwrap();
-    let attr = PerfEventAttr::new(136);
-    let info = EventInfo {
-        attr: &attr,
-        id: 1,
-        cpu: 0,
-        aux_paused: false,
-    };
-    pt.add(&info, ef::START).unwrap();
+        |p| {
+            let (area, tracer, model, pt) = (p.area, p.tracer, p.model, p.pmu);
+            let attr = PerfEventAttr::new(136);
+            let info = EventInfo {
+                attr: &attr,
+                id: 1,
+                cpu: 0,
+                aux_paused: false,
+            };
+            pt.add(&info, ef::START).unwrap();
 
-    let mut received = Vec::new();
-    let mut flags = Vec::new();
-    let consume = |received: &mut Vec<u8>, flags: &mut Vec<u64>| {
-        for (offset, size, f) in aux_records(&mem) {
-            flags.push(f);
-            received.extend((0..size).map(|i| aux.byte((offset + i) as usize)));
-            // Release: the AUX bytes were read before the space is given back.
-            aux_tail(&mem).store(offset + size, Ordering::Release);
-        }
-    };
-    tracer.trace(TraceEvent::Enable(0x40_0000));
-    for e in program(40_000) {
-        tracer.trace(e);
-        if tracer.take_pmi() > 0 {
-            pt.handle_pmi();
-            if keep_up {
-                consume(&mut received, &mut flags);
+            let mut received = Vec::new();
+            let mut flags = Vec::new();
+            let consume = |received: &mut Vec<u8>, flags: &mut Vec<u64>| {
+                for (offset, size, f) in aux_records(&mem) {
+                    flags.push(f);
+                    received.extend((0..size).map(|i| aux.byte((offset + i) as usize)));
+                    // Release: the AUX bytes were read before the space is given back.
+                    aux_tail(&mem).store(offset + size, Ordering::Release);
+                }
+            };
+            tracer.trace(TraceEvent::Enable(0x40_0000));
+            for e in program(40_000) {
+                tracer.trace(e);
+                if tracer.take_pmi() > 0 {
+                    pt.handle_pmi();
+                    if keep_up {
+                        consume(&mut received, &mut flags);
+                    }
+                }
             }
-        }
-    }
-    pt.del(&info, ef::UPDATE);
-    consume(&mut received, &mut flags);
-    let disabled = area.take_disable_request();
-    let stream = model.borrow().0.clone();
-    (received, stream, flags, disabled)
+            pt.del(&info, ef::UPDATE);
+            consume(&mut received, &mut flags);
+            let disabled = area.take_disable_request();
+            let stream = model.borrow().0.clone();
+            (received, stream, flags, disabled)
+        },
+    )
 }
 
 #[test]

@@ -5,121 +5,94 @@
 //! far; the interrupted write completes unsplit, so the whole stream still
 //! decodes; a sample arriving inside another's snapshot carries no AUX data.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 
 use perfaux::abi::{PerfEventAttr, record_type, sample_type as st};
-use perfaux::aux::AuxConfig;
 use perfaux::event::{Buffer, Event, EventConfig};
-use perfaux::pt::pmu::PtPmu;
 use perfaux::pt::stream::TraceEvent;
-use perfaux::pt::topa::{IdentityMap, Topa, TopaTable};
-use perfaux::pt::tracer::SoftTracer;
-use perfaux::ring::{FixedEvent, RingConfig, read_header};
+use perfaux::ring::{FixedEvent, read_header};
 use perfaux::sample::SampleData;
 use perfaux_tests::mem::{AuxMemory, RingMemory};
-use perfaux_tests::shims::{CountingPmu, Cpu0, StreamModel, decodes, interrupt, with_interrupt};
+use perfaux_tests::shims::{CountingPmu, Cpu0, decodes, interrupt, with_interrupt, with_pt};
 
 /// Runs a program of `events`; a PMI (a 2048-byte AUX sample) arrives after
 /// the `k`-th piece the tracer writes. Returns the number of pieces.
 fn run(events: &[TraceEvent], k: usize) -> usize {
     let mem = RingMemory::new(16, 0);
-    let ring = mem.ring(RingConfig {
-        overwrite: true,
-        ..RingConfig::default()
-    });
     let aux = AuxMemory::new(4, 0); // four 4 KiB regions: writes cross them
-    let area = mem.aux_area(
-        &aux,
-        AuxConfig {
-            overwrite: true,
-            ..AuxConfig::default()
-        },
-        (),
-    );
-    let mut tables = vec![TopaTable::new(); 1];
-    let topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).unwrap();
-    let tracer = SoftTracer::new(&IdentityMap, 512);
-    let model = RefCell::new(StreamModel::default());
-    tracer.set_tap(Some(&model));
-    let pt = PtPmu::new(
-        &tracer,
-        &IdentityMap,
-        topa,
-        &area,
-        &ring,
-        FixedEvent::default(),
-    )
-    .unwrap();
-    let counter = CountingPmu;
-    let buffer = Buffer {
-        ring: &ring,
-        aux: Some(&area),
-    };
-    let mut leader_attr = PerfEventAttr::new(136);
-    leader_attr.type_ = 8;
-    let leader = Event::open(EventConfig {
-        attr: leader_attr,
-        pmu: &pt,
-        id: 1,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
-    leader.set_buffer(&buffer);
-    let mut attr = PerfEventAttr::new(136);
-    attr.sample_period = 1;
-    attr.sample_type = st::TIME | st::AUX;
-    attr.aux_sample_size = 2048;
-    let sampler = Event::open(EventConfig {
-        attr,
-        pmu: &counter,
-        id: 2,
-        cpu: 0,
-        leader: Some(&leader),
-        parent: None,
-    })
-    .unwrap();
-    sampler.join_group();
-    sampler.set_output(&leader).unwrap();
-    let p = Cpu0;
-    leader.sched_in(&p).unwrap();
+    with_pt(&mem, &aux, true, 512, FixedEvent::default(), |p| {
+        let (tracer, model, pt) = (p.tracer, p.model, p.pmu);
+        let counter = CountingPmu;
+        let buffer = Buffer {
+            ring: p.ring,
+            aux: Some(p.area),
+        };
+        let mut leader_attr = PerfEventAttr::new(136);
+        leader_attr.type_ = 8;
+        let leader = Event::open(EventConfig {
+            attr: leader_attr,
+            pmu: pt,
+            id: 1,
+            cpu: 0,
+            leader: None,
+            parent: None,
+        })
+        .unwrap();
+        leader.set_buffer(&buffer);
+        let mut attr = PerfEventAttr::new(136);
+        attr.sample_period = 1;
+        attr.sample_type = st::TIME | st::AUX;
+        attr.aux_sample_size = 2048;
+        let sampler = Event::open(EventConfig {
+            attr,
+            pmu: &counter,
+            id: 2,
+            cpu: 0,
+            leader: Some(&leader),
+            parent: None,
+        })
+        .unwrap();
+        sampler.join_group();
+        sampler.set_output(&leader).unwrap();
+        let p = Cpu0;
+        leader.sched_in(&p).unwrap();
 
-    let pieces = Cell::new(0usize);
-    let checked = Cell::new(false);
-    let pmi = || {
-        pieces.set(pieces.get() + 1);
-        if pieces.get() != k {
-            return;
-        }
-        let layout = sampler.overflow(&p, &SampleData::default()).unwrap();
-        assert_eq!(layout.aux_size, 2048);
-        let records = mem.records();
-        let r = records
-            .iter()
-            .find(|r| read_header(r).unwrap().type_ == record_type::SAMPLE)
-            .unwrap();
-        let stream = &model.borrow().0;
-        let n = stream.len().min(2048);
-        assert!(
-            r[24 + 2048 - n..] == stream[stream.len() - n..],
-            "the snapshot is the newest bytes, mid-write"
-        );
-        checked.set(true);
-    };
-    tracer.set_interrupt(Some(&interrupt));
-    with_interrupt(&pmi, || {
-        tracer.trace(TraceEvent::Enable(0x40_0000));
-        for &e in events {
-            tracer.trace(e);
-        }
-    });
-    tracer.set_interrupt(None);
-    assert!(k > pieces.get() || checked.get());
-    // The interrupted writes were not split: the stream decodes.
-    let stream = model.borrow().0.clone();
-    assert!(decodes(&stream), "the stream decodes");
-    pieces.get()
+        let pieces = Cell::new(0usize);
+        let checked = Cell::new(false);
+        let pmi = || {
+            pieces.set(pieces.get() + 1);
+            if pieces.get() != k {
+                return;
+            }
+            let layout = sampler.overflow(&p, &SampleData::default()).unwrap();
+            assert_eq!(layout.aux_size, 2048);
+            let records = mem.records();
+            let r = records
+                .iter()
+                .find(|r| read_header(r).unwrap().type_ == record_type::SAMPLE)
+                .unwrap();
+            let stream = &model.borrow().0;
+            let n = stream.len().min(2048);
+            assert!(
+                r[24 + 2048 - n..] == stream[stream.len() - n..],
+                "the snapshot is the newest bytes, mid-write"
+            );
+            checked.set(true);
+        };
+        tracer.set_interrupt(Some(&interrupt));
+        with_interrupt(&pmi, || {
+            tracer.trace(TraceEvent::Enable(0x40_0000));
+            for &e in events {
+                tracer.trace(e);
+            }
+        });
+        tracer.set_interrupt(None);
+        assert!(k > pieces.get() || checked.get());
+        // The interrupted writes were not split: the stream decodes.
+        let stream = model.borrow().0.clone();
+        assert!(decodes(&stream), "the stream decodes");
+        pieces.get()
+    })
 }
 
 #[test]

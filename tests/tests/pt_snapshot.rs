@@ -7,21 +7,15 @@
 //! what was written included; every large enough snapshot holds a PSB and
 //! decodes; stopping the leader publishes the position with a PERF_RECORD_AUX.
 
-use std::cell::RefCell;
-
 use perfaux::abi::{PerfEventAttr, aux_flags, record_type, sample_type as st};
-use perfaux::aux::AuxConfig;
 use perfaux::event::{Buffer, Event, EventConfig};
 use perfaux::pmu::{EventInfo, Pmu};
 use perfaux::pt::packet::PSB;
-use perfaux::pt::pmu::PtPmu;
 use perfaux::pt::stream::TraceEvent;
-use perfaux::pt::topa::{IdentityMap, Topa, TopaTable};
-use perfaux::pt::tracer::SoftTracer;
-use perfaux::ring::{FixedEvent, RingConfig, read_header};
+use perfaux::ring::{FixedEvent, read_header};
 use perfaux::sample::SampleData;
 use perfaux_tests::mem::{AuxMemory, RingMemory};
-use perfaux_tests::shims::{CountingPmu, Cpu0, StreamModel, decodes};
+use perfaux_tests::shims::{CountingPmu, Cpu0, decodes, with_pt};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -45,151 +39,135 @@ const PSB_PERIOD: u64 = 1024;
 
 fn run(aux_pages: usize, aux_order: u32, steps: &[Step]) -> std::result::Result<(), TestCaseError> {
     let mem = RingMemory::new(64, 0);
-    let ring = mem.ring(RingConfig {
-        overwrite: true,
-        ..RingConfig::default()
-    });
     let aux = AuxMemory::new(aux_pages, aux_order);
-    let area = mem.aux_area(
+    with_pt(
+        &mem,
         &aux,
-        AuxConfig {
-            overwrite: true,
-            ..AuxConfig::default()
-        },
-        (),
-    );
-    let mut tables = vec![TopaTable::new(); 1];
-    let topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).unwrap();
-    let tracer = SoftTracer::new(&IdentityMap, PSB_PERIOD);
-    let model = RefCell::new(StreamModel::default());
-    tracer.set_tap(Some(&model));
-    let pt = PtPmu::new(
-        &tracer,
-        &IdentityMap,
-        topa,
-        &area,
-        &ring,
+        true,
+        PSB_PERIOD,
         FixedEvent {
             id: 1,
             sample_id: None,
         },
-    )
-    .unwrap();
-    let counter = CountingPmu;
-    let buffer = Buffer {
-        ring: &ring,
-        aux: Some(&area),
-    };
-    let mut leader_attr = PerfEventAttr::new(136);
-    leader_attr.type_ = 8;
-    let leader = Event::open(EventConfig {
-        attr: leader_attr,
-        pmu: &pt,
-        id: 1,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
-    leader.set_buffer(&buffer);
-    let mut attr = PerfEventAttr::new(136);
-    attr.sample_period = 1000;
-    attr.sample_type = st::TIME | st::AUX;
-    attr.aux_sample_size = 64;
-    let mut samplers = Vec::new();
-    for size in [64u32, 4096, 5000, 16384, 70_000, 1 << 20] {
-        attr.aux_sample_size = size;
-        samplers.push(
-            Event::open(EventConfig {
-                attr,
-                pmu: &counter,
-                id: u64::from(size),
+        |p| {
+            let (area, tracer, model, pt) = (p.area, p.tracer, p.model, p.pmu);
+            let counter = CountingPmu;
+            let buffer = Buffer {
+                ring: p.ring,
+                aux: Some(p.area),
+            };
+            let mut leader_attr = PerfEventAttr::new(136);
+            leader_attr.type_ = 8;
+            let leader = Event::open(EventConfig {
+                attr: leader_attr,
+                pmu: pt,
+                id: 1,
                 cpu: 0,
-                leader: Some(&leader),
+                leader: None,
                 parent: None,
             })
-            .unwrap(),
-        );
-    }
-    for s in &samplers {
-        s.join_group();
-        s.set_output(&leader).unwrap();
-    }
-    let p = Cpu0;
-    leader.sched_in(&p).unwrap();
-    tracer.trace(TraceEvent::Enable(0x40_0000));
-    let bufsize = area.size() as usize;
-
-    for (i, step) in steps.iter().enumerate() {
-        match step {
-            Step::Trace(e) => tracer.trace(*e),
-            Step::Sample(size) => {
-                let sampler = samplers
-                    .iter()
-                    .find(|s| s.attr().aux_sample_size == *size)
-                    .unwrap();
-                let layout = sampler
-                    .overflow(
-                        &p,
-                        &SampleData {
-                            time: i as u64,
-                            ..SampleData::default()
-                        },
-                    )
-                    .unwrap();
-                let records = mem.records();
-                let r = records
-                    .iter()
-                    .find(|r| read_header(r).unwrap().type_ == record_type::SAMPLE)
-                    .unwrap();
-                let aux_size = u64::from_ne_bytes(r[16..24].try_into().unwrap()) as usize;
-                let want_size = ((*size as usize).min(65535 - 24) & !7).min(bufsize);
-                prop_assert_eq!(aux_size, want_size);
-                prop_assert_eq!(layout.aux_size as usize, want_size);
-                let got = &r[24..];
-                // The model: the last `aux_size` bytes ever written, zeros
-                // before the first byte (the pages start zeroed).
-                let stream = &model.borrow().0;
-                let want: Vec<u8> = if stream.len() >= aux_size {
-                    stream[stream.len() - aux_size..].to_vec()
-                } else {
-                    let mut v = vec![0u8; aux_size - stream.len()];
-                    v.extend_from_slice(stream);
-                    v
-                };
-                prop_assert!(
-                    got == &want[..],
-                    "sample {} of {} bytes after {} written",
-                    i,
-                    aux_size,
-                    stream.len()
+            .unwrap();
+            leader.set_buffer(&buffer);
+            let mut attr = PerfEventAttr::new(136);
+            attr.sample_period = 1000;
+            attr.sample_type = st::TIME | st::AUX;
+            attr.aux_sample_size = 64;
+            let mut samplers = Vec::new();
+            for size in [64u32, 4096, 5000, 16384, 70_000, 1 << 20] {
+                attr.aux_sample_size = size;
+                samplers.push(
+                    Event::open(EventConfig {
+                        attr,
+                        pmu: &counter,
+                        id: u64::from(size),
+                        cpu: 0,
+                        leader: Some(&leader),
+                        parent: None,
+                    })
+                    .unwrap(),
                 );
-                if aux_size as u64 >= PSB_PERIOD + 256 && stream.len() >= aux_size {
-                    prop_assert!(
-                        got.windows(16).any(|w| w == PSB),
-                        "a snapshot of {} bytes holds a PSB",
-                        aux_size
-                    );
-                    prop_assert!(decodes(got), "and decodes");
+            }
+            for s in &samplers {
+                s.join_group();
+                s.set_output(&leader).unwrap();
+            }
+            let p = Cpu0;
+            leader.sched_in(&p).unwrap();
+            tracer.trace(TraceEvent::Enable(0x40_0000));
+            let bufsize = area.size() as usize;
+
+            for (i, step) in steps.iter().enumerate() {
+                match step {
+                    Step::Trace(e) => tracer.trace(*e),
+                    Step::Sample(size) => {
+                        let sampler = samplers
+                            .iter()
+                            .find(|s| s.attr().aux_sample_size == *size)
+                            .unwrap();
+                        let layout = sampler
+                            .overflow(
+                                &p,
+                                &SampleData {
+                                    time: i as u64,
+                                    ..SampleData::default()
+                                },
+                            )
+                            .unwrap();
+                        let records = mem.records();
+                        let r = records
+                            .iter()
+                            .find(|r| read_header(r).unwrap().type_ == record_type::SAMPLE)
+                            .unwrap();
+                        let aux_size = u64::from_ne_bytes(r[16..24].try_into().unwrap()) as usize;
+                        let want_size = ((*size as usize).min(65535 - 24) & !7).min(bufsize);
+                        prop_assert_eq!(aux_size, want_size);
+                        prop_assert_eq!(layout.aux_size as usize, want_size);
+                        let got = &r[24..];
+                        // The model: the last `aux_size` bytes ever written, zeros
+                        // before the first byte (the pages start zeroed).
+                        let stream = &model.borrow().0;
+                        let want: Vec<u8> = if stream.len() >= aux_size {
+                            stream[stream.len() - aux_size..].to_vec()
+                        } else {
+                            let mut v = vec![0u8; aux_size - stream.len()];
+                            v.extend_from_slice(stream);
+                            v
+                        };
+                        prop_assert!(
+                            got == &want[..],
+                            "sample {} of {} bytes after {} written",
+                            i,
+                            aux_size,
+                            stream.len()
+                        );
+                        if aux_size as u64 >= PSB_PERIOD + 256 && stream.len() >= aux_size {
+                            prop_assert!(
+                                got.windows(16).any(|w| w == PSB),
+                                "a snapshot of {} bytes holds a PSB",
+                                aux_size
+                            );
+                            prop_assert!(decodes(got), "and decodes");
+                        }
+                    }
                 }
             }
-        }
-    }
-    // Stopping the leader publishes the write position.
-    leader.sched_out();
-    let written = model.borrow().0.len();
-    let position = (written % bufsize) as u64;
-    let records = mem.records();
-    let aux_record = records
-        .iter()
-        .find(|r| read_header(r).unwrap().type_ == record_type::AUX)
-        .unwrap();
-    let words: Vec<u64> = (0..3)
-        .map(|k| u64::from_ne_bytes(aux_record[8 + 8 * k..16 + 8 * k].try_into().unwrap()))
-        .collect();
-    prop_assert_eq!(words, vec![position, bufsize as u64, aux_flags::OVERWRITE]);
-    prop_assert_eq!(area.head(), position);
-    Ok(())
+            // Stopping the leader publishes the write position.
+            leader.sched_out();
+            let written = model.borrow().0.len();
+            let position = (written % bufsize) as u64;
+            let records = mem.records();
+            let aux_record = records
+                .iter()
+                .find(|r| read_header(r).unwrap().type_ == record_type::AUX)
+                .unwrap();
+            let words: Vec<u64> = (0..3)
+                .map(|k| u64::from_ne_bytes(aux_record[8 + 8 * k..16 + 8 * k].try_into().unwrap()))
+                .collect();
+            prop_assert_eq!(words, vec![position, bufsize as u64, aux_flags::OVERWRITE]);
+            prop_assert_eq!(area.head(), position);
+            Ok(())
+        },
+    )
 }
 
 proptest! {
@@ -210,53 +188,32 @@ proptest! {
 fn b6_one_page_snapshot_buffer_uses_single_range_output() {
     use perfaux::pt::tracer::TraceHw;
     let mem = RingMemory::new(4, 0);
-    let ring = mem.ring(RingConfig {
-        overwrite: true,
-        ..RingConfig::default()
-    });
     let aux = AuxMemory::new(1, 0);
-    let area = mem.aux_area(
-        &aux,
-        AuxConfig {
-            overwrite: true,
-            ..AuxConfig::default()
-        },
-        (),
-    );
-    let mut tables = vec![TopaTable::new(); 1];
-    let topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).unwrap();
-    let tracer = SoftTracer::new(&IdentityMap, 512);
-    let pt = PtPmu::new(
-        &tracer,
-        &IdentityMap,
-        topa,
-        &area,
-        &ring,
-        FixedEvent::default(),
-    )
-    .unwrap();
-    let attr = PerfEventAttr::new(136);
-    let info = EventInfo {
-        attr: &attr,
-        id: 1,
-        cpu: 0,
-        aux_paused: false,
-    };
-    pt.add(&info, perfaux::pmu::ef::START).unwrap();
-    assert!(!tracer.uses_topa());
-    let (base, mask) = tracer.output();
-    assert_eq!((base, mask), (aux.pages()[0] as u64, 0xfff));
-    tracer.trace(TraceEvent::Enable(0x40_0000));
-    for i in 0..3000u64 {
-        tracer.trace(TraceEvent::Indirect(0x40_0000 + (i % 7) * 0x1_0000));
-    }
-    let written = tracer.written();
-    assert!(written > 4096, "the range wrapped");
-    assert_eq!(
-        tracer.output().1 >> 32,
-        written % 4096,
-        "the position is the output offset"
-    );
-    pt.del(&info, 0);
-    assert_eq!(area.head(), written % 4096);
+    with_pt(&mem, &aux, true, 512, FixedEvent::default(), |p| {
+        let (area, tracer, pt) = (p.area, p.tracer, p.pmu);
+        let attr = PerfEventAttr::new(136);
+        let info = EventInfo {
+            attr: &attr,
+            id: 1,
+            cpu: 0,
+            aux_paused: false,
+        };
+        pt.add(&info, perfaux::pmu::ef::START).unwrap();
+        assert!(!tracer.uses_topa());
+        let (base, mask) = tracer.output();
+        assert_eq!((base, mask), (aux.pages()[0] as u64, 0xfff));
+        tracer.trace(TraceEvent::Enable(0x40_0000));
+        for i in 0..3000u64 {
+            tracer.trace(TraceEvent::Indirect(0x40_0000 + (i % 7) * 0x1_0000));
+        }
+        let written = tracer.written();
+        assert!(written > 4096, "the range wrapped");
+        assert_eq!(
+            tracer.output().1 >> 32,
+            written % 4096,
+            "the position is the output offset"
+        );
+        pt.del(&info, 0);
+        assert_eq!(area.head(), written % 4096);
+    })
 }
