@@ -115,7 +115,7 @@
 /**
  * Words of `struct perfaux_pt`.
  */
-#define PERFAUX_PT_WORDS 96
+#define PERFAUX_PT_WORDS 256
 
 /**
  * Size in bytes of `struct perfaux_pt` (aligned to `PERFAUX_OBJECT_ALIGN`).
@@ -148,59 +148,97 @@
 #define PERFAUX_EF_RESUME 16
 
 /**
- * `perfaux_trace_event.kind`: a conditional branch; `arg` 1 taken, 0 not.
+ * `perfaux_trace_event.kind`: a conditional branch (Jcc, LOOP, JRCXZ), a
+ * TNT bit: `PERFAUX_TRACE_TAKEN` in `flags` if taken; `target` is the next
+ * instruction (the target if taken, else the one after the branch).
  */
-#define PERFAUX_TRACE_BRANCH 1
+#define PERFAUX_TRACE_CONDITIONAL 1
 
 /**
- * An indirect branch or return to `a` (TIP).
+ * A direct near JMP to `target` (no packet).
  */
-#define PERFAUX_TRACE_INDIRECT 2
+#define PERFAUX_TRACE_JUMP 2
 
 /**
- * An asynchronous event (interrupt, exception) at `a` to `b` (FUP + TIP).
+ * A near CALL to `target` returning to `from` (no packet; a TIP with
+ * `PERFAUX_TRACE_INDIRECT`); the return address is kept for return
+ * compression.
  */
-#define PERFAUX_TRACE_ASYNC 3
+#define PERFAUX_TRACE_CALL 3
 
 /**
- * Tracing begins at `a` (TIP.PGE).
+ * A near RET to `target` (a taken TNT bit if compressed, else a TIP).
  */
-#define PERFAUX_TRACE_ENABLE 4
+#define PERFAUX_TRACE_RETURN 4
 
 /**
- * Tracing ends (TIP.PGD), at `a` if `arg` is 1.
+ * An indirect near JMP or a far transfer (IRET, SYSRET) to `target` (TIP).
  */
-#define PERFAUX_TRACE_DISABLE 5
+#define PERFAUX_TRACE_INDIRECT_JUMP 5
 
 /**
- * The execution mode changes (MODE.Exec): `arg` 16, 32 or 64.
+ * An asynchronous event (interrupt, exception, PMI) with `from` the next
+ * instruction of the interrupted code: FUP(`from`), then TIP(`target`) with
+ * `PERFAUX_TRACE_HAS_TARGET` (a traced handler), else TIP.PGD (the handler
+ * is not traced: packet generation stops).
  */
-#define PERFAUX_TRACE_MODE 6
+#define PERFAUX_TRACE_ASYNC 6
 
 /**
- * Time: the TSC is `a` (TSC).
+ * Packet generation (re)starts at `target` (TIP.PGE).
  */
-#define PERFAUX_TRACE_TIME 7
+#define PERFAUX_TRACE_ENABLE 7
 
 /**
- * The core:bus ratio is `arg` (CBR).
+ * Packet generation stops synchronously, at a branch into code not traced
+ * (TIP.PGD, with `target` if `PERFAUX_TRACE_HAS_TARGET`).
  */
-#define PERFAUX_TRACE_FREQUENCY 8
+#define PERFAUX_TRACE_DISABLE 8
 
 /**
- * A mini time counter tick with CTC bits `arg` (MTC).
+ * The execution mode changes (MODE.Exec): `value` 16, 32 or 64.
  */
-#define PERFAUX_TRACE_TICK 9
+#define PERFAUX_TRACE_MODE 9
+
+/**
+ * The TSC reads `value` (a TSC packet if TSC packets are on).
+ */
+#define PERFAUX_TRACE_TIME 10
+
+/**
+ * The core:bus ratio is `value`, 0 to 255 (CBR).
+ */
+#define PERFAUX_TRACE_FREQUENCY 11
+
+/**
+ * A mini time counter tick with CTC bits `value`, 0 to 255 (MTC).
+ */
+#define PERFAUX_TRACE_TICK 12
 
 /**
  * Padding (PAD).
  */
-#define PERFAUX_TRACE_PAD 10
+#define PERFAUX_TRACE_PAD 13
 
 /**
  * The tracer lost packets (OVF).
  */
-#define PERFAUX_TRACE_OVERFLOW 11
+#define PERFAUX_TRACE_OVERFLOW 14
+
+/**
+ * `perfaux_trace_event.flags`: the conditional branch was taken.
+ */
+#define PERFAUX_TRACE_TAKEN 1
+
+/**
+ * `perfaux_trace_event.flags`: the call is indirect.
+ */
+#define PERFAUX_TRACE_INDIRECT 2
+
+/**
+ * `perfaux_trace_event.flags`: `target` is given (ASYNC, DISABLE).
+ */
+#define PERFAUX_TRACE_HAS_TARGET 4
 
 /**
  * `perfaux_ring_config.flags`: overwrite mode (a read-only mapping in
@@ -641,6 +679,7 @@ typedef struct perfaux_aux_ops {
 
 /**
  * One thing that happened on the traced CPU, for `perfaux_pt_trace`.
+ * Fields a kind does not use must be zero.
  */
 typedef struct perfaux_trace_event {
   /**
@@ -648,17 +687,23 @@ typedef struct perfaux_trace_event {
    */
   uint32_t kind;
   /**
-   * A small argument (see the kind).
+   * `PERFAUX_TRACE_TAKEN`, `PERFAUX_TRACE_INDIRECT`,
+   * `PERFAUX_TRACE_HAS_TARGET`, as the kind allows.
    */
-  uint32_t arg;
+  uint32_t flags;
   /**
-   * An address or time (see the kind).
+   * Where execution goes next (see the kind).
    */
-  uint64_t a;
+  uint64_t target;
   /**
-   * A second address (`PERFAUX_TRACE_ASYNC`).
+   * The interrupted code's next instruction (ASYNC) or the return
+   * address (CALL).
    */
-  uint64_t b;
+  uint64_t from;
+  /**
+   * The TSC (TIME), mode (MODE), ratio (FREQUENCY) or CTC bits (TICK).
+   */
+  uint64_t value;
 } perfaux_trace_event;
 
 /**
@@ -1129,6 +1174,27 @@ int perfaux_pt_init_ops(struct perfaux_pt *pt,
  * `pt` NULL or PT storage.
  */
 int perfaux_pt_fini(struct perfaux_pt *pt);
+
+/**
+ * `pt_event_init`'s check of an event's `attr.config` (the Intel PT format
+ * bits: `pt`, `tsc`, `noretcomp`, `branch`, `psb_period`; `cyc`, `mtc`,
+ * `pwr_evt`, `event`, `notnt`, `ptw` and `fup_on_ptw` are not offered),
+ * and the configuration later `perfaux_pt_add` calls trace with. Call it
+ * when the event is created and whenever another event is added. Returns
+ * 0, or `-EINVAL` for a bad `pt` or a configuration Linux's
+ * `pt_event_valid` would refuse on this tracer (the previous one stays).
+ *
+ * # Safety
+ * `pt` NULL or PT storage; not while the PT event is on the PMU.
+ */
+int perfaux_pt_set_config(const struct perfaux_pt *pt, uint64_t attr_config);
+
+/**
+ * `pt_event_init`'s check of an `attr.config` alone (no PMU needed: call
+ * it when an event is created): 0, or `-EINVAL` for what
+ * `perfaux_pt_set_config` refuses.
+ */
+int perfaux_pt_check_config(uint64_t attr_config);
 
 /**
  * `pmu->add`: puts the PT event on this CPU (one at a time) and, with

@@ -135,6 +135,8 @@ static void *pax_setup_aux(struct perf_event *event, void **pages, int nr_pages,
 		pr_warn("perfaux_pt: setup_aux of %d pages: %d\n", nr_pages, r);
 		goto fail;
 	}
+	/* Checked by pax_event_init already: cannot fail. */
+	perfaux_pt_set_config(&buf->pt, event->attr.config);
 	event->pmu_private = buf;
 	return buf;
 fail:
@@ -149,7 +151,8 @@ static int pax_event_init(struct perf_event *event)
 {
 	if (event->attr.type != pax_pmu.type)
 		return -ENOENT;
-	return 0;
+	/* pt_event_init: the Intel PT format bits this tracer implements. */
+	return perfaux_pt_check_config(event->attr.config);
 }
 
 static int pax_add(struct perf_event *event, int flags)
@@ -228,10 +231,9 @@ static long pax_snapshot_aux(struct perf_event *event, struct perf_output_handle
 	return r < 0 ? 0 : r;
 }
 
-static void pax_trace(struct pax_buf *buf, uint32_t kind, uint32_t arg, uint64_t a, uint64_t b)
+static void pax_trace(struct pax_buf *buf, const perfaux_trace_event *e)
 {
-	perfaux_trace_event e = { kind, arg, a, b };
-	int pmis = perfaux_pt_trace(&buf->pt, &e);
+	int pmis = perfaux_pt_trace(&buf->pt, e);
 
 	/* The ToPA PMIs the writes raised (full-trace mode): handle them now,
 	 * as the hardware's PMI would, right after the write. */
@@ -250,26 +252,45 @@ static enum hrtimer_restart pax_tick(struct hrtimer *t)
 		bool user = user_mode(regs);
 		bool wanted = user ? !buf->event->attr.exclude_user : !buf->event->attr.exclude_kernel;
 		u64 ip = instruction_pointer(regs);
+		const perfaux_trace_event time = {
+			.kind = PERFAUX_TRACE_TIME,
+			.value = rdtsc_ordered(),
+		};
+		const perfaux_trace_event enable = { .kind = PERFAUX_TRACE_ENABLE, .target = ip };
+		/* Into code that is not traced: FUP at the interrupted IP, TIP.PGD. */
+		const perfaux_trace_event leave = { .kind = PERFAUX_TRACE_ASYNC, .from = ip };
 
 		if (!wanted) {
 			/* The interrupted context is excluded: tracing is off there. */
 			if (c->traced)
-				pax_trace(buf, PERFAUX_TRACE_DISABLE, 0, 0, 0);
+				pax_trace(buf, &leave);
 			c->traced = false;
 		} else {
+			/* The time first, so that a first PSB+ carries it. */
+			pax_trace(buf, &time);
 			if (!c->traced)
-				pax_trace(buf, PERFAUX_TRACE_ENABLE, 0, ip, 0);
+				pax_trace(buf, &enable);
 			c->traced = true;
-			pax_trace(buf, PERFAUX_TRACE_TIME, 0, rdtsc_ordered(), 0);
 			if (!buf->event->attr.exclude_kernel) {
 				/* The interrupt: FUP at the interrupted IP, TIP into
 				 * the handler, and TIP back on the return. */
-				pax_trace(buf, PERFAUX_TRACE_ASYNC, 0, ip, (u64)pax_tick);
-				pax_trace(buf, PERFAUX_TRACE_INDIRECT, 0, ip, 0);
+				const perfaux_trace_event irq = {
+					.kind = PERFAUX_TRACE_ASYNC,
+					.flags = PERFAUX_TRACE_HAS_TARGET,
+					.target = (u64)pax_tick,
+					.from = ip,
+				};
+				const perfaux_trace_event iret = {
+					.kind = PERFAUX_TRACE_INDIRECT_JUMP,
+					.target = ip,
+				};
+
+				pax_trace(buf, &irq);
+				pax_trace(buf, &iret);
 			} else {
-				/* Into the untraced kernel and back: TIP.PGD, TIP.PGE. */
-				pax_trace(buf, PERFAUX_TRACE_DISABLE, 0, 0, 0);
-				pax_trace(buf, PERFAUX_TRACE_ENABLE, 0, ip, 0);
+				/* Into the untraced kernel and back. */
+				pax_trace(buf, &leave);
+				pax_trace(buf, &enable);
 			}
 		}
 	}

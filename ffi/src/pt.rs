@@ -30,7 +30,7 @@ use crate::ring::{
 };
 
 /// Words of `struct perfaux_pt`.
-pub const PERFAUX_PT_WORDS: usize = 96;
+pub const PERFAUX_PT_WORDS: usize = 256;
 /// Size in bytes of `struct perfaux_pt` (aligned to `PERFAUX_OBJECT_ALIGN`).
 pub const PERFAUX_PT_SIZE: usize = PERFAUX_PT_WORDS * 8;
 
@@ -53,42 +53,75 @@ const _: () = assert!(
         && PERFAUX_EF_RESUME == ef::RESUME
 );
 
-/// `perfaux_trace_event.kind`: a conditional branch; `arg` 1 taken, 0 not.
-pub const PERFAUX_TRACE_BRANCH: u32 = 1;
-/// An indirect branch or return to `a` (TIP).
-pub const PERFAUX_TRACE_INDIRECT: u32 = 2;
-/// An asynchronous event (interrupt, exception) at `a` to `b` (FUP + TIP).
-pub const PERFAUX_TRACE_ASYNC: u32 = 3;
-/// Tracing begins at `a` (TIP.PGE).
-pub const PERFAUX_TRACE_ENABLE: u32 = 4;
-/// Tracing ends (TIP.PGD), at `a` if `arg` is 1.
-pub const PERFAUX_TRACE_DISABLE: u32 = 5;
-/// The execution mode changes (MODE.Exec): `arg` 16, 32 or 64.
-pub const PERFAUX_TRACE_MODE: u32 = 6;
-/// Time: the TSC is `a` (TSC).
-pub const PERFAUX_TRACE_TIME: u32 = 7;
-/// The core:bus ratio is `arg` (CBR).
-pub const PERFAUX_TRACE_FREQUENCY: u32 = 8;
-/// A mini time counter tick with CTC bits `arg` (MTC).
-pub const PERFAUX_TRACE_TICK: u32 = 9;
+/// `perfaux_trace_event.kind`: a conditional branch (Jcc, LOOP, JRCXZ), a
+/// TNT bit: `PERFAUX_TRACE_TAKEN` in `flags` if taken; `target` is the next
+/// instruction (the target if taken, else the one after the branch).
+pub const PERFAUX_TRACE_CONDITIONAL: u32 = 1;
+/// A direct near JMP to `target` (no packet).
+pub const PERFAUX_TRACE_JUMP: u32 = 2;
+/// A near CALL to `target` returning to `from` (no packet; a TIP with
+/// `PERFAUX_TRACE_INDIRECT`); the return address is kept for return
+/// compression.
+pub const PERFAUX_TRACE_CALL: u32 = 3;
+/// A near RET to `target` (a taken TNT bit if compressed, else a TIP).
+pub const PERFAUX_TRACE_RETURN: u32 = 4;
+/// An indirect near JMP or a far transfer (IRET, SYSRET) to `target` (TIP).
+pub const PERFAUX_TRACE_INDIRECT_JUMP: u32 = 5;
+/// An asynchronous event (interrupt, exception, PMI) with `from` the next
+/// instruction of the interrupted code: FUP(`from`), then TIP(`target`) with
+/// `PERFAUX_TRACE_HAS_TARGET` (a traced handler), else TIP.PGD (the handler
+/// is not traced: packet generation stops).
+pub const PERFAUX_TRACE_ASYNC: u32 = 6;
+/// Packet generation (re)starts at `target` (TIP.PGE).
+pub const PERFAUX_TRACE_ENABLE: u32 = 7;
+/// Packet generation stops synchronously, at a branch into code not traced
+/// (TIP.PGD, with `target` if `PERFAUX_TRACE_HAS_TARGET`).
+pub const PERFAUX_TRACE_DISABLE: u32 = 8;
+/// The execution mode changes (MODE.Exec): `value` 16, 32 or 64.
+pub const PERFAUX_TRACE_MODE: u32 = 9;
+/// The TSC reads `value` (a TSC packet if TSC packets are on).
+pub const PERFAUX_TRACE_TIME: u32 = 10;
+/// The core:bus ratio is `value`, 0 to 255 (CBR).
+pub const PERFAUX_TRACE_FREQUENCY: u32 = 11;
+/// A mini time counter tick with CTC bits `value`, 0 to 255 (MTC).
+pub const PERFAUX_TRACE_TICK: u32 = 12;
 /// Padding (PAD).
-pub const PERFAUX_TRACE_PAD: u32 = 10;
+pub const PERFAUX_TRACE_PAD: u32 = 13;
 /// The tracer lost packets (OVF).
-pub const PERFAUX_TRACE_OVERFLOW: u32 = 11;
+pub const PERFAUX_TRACE_OVERFLOW: u32 = 14;
+
+/// `perfaux_trace_event.flags`: the conditional branch was taken.
+pub const PERFAUX_TRACE_TAKEN: u32 = 1;
+/// `perfaux_trace_event.flags`: the call is indirect.
+pub const PERFAUX_TRACE_INDIRECT: u32 = 2;
+/// `perfaux_trace_event.flags`: `target` is given (ASYNC, DISABLE).
+pub const PERFAUX_TRACE_HAS_TARGET: u32 = 4;
 
 /// One thing that happened on the traced CPU, for `perfaux_pt_trace`.
+/// Fields a kind does not use must be zero.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct perfaux_trace_event {
     /// `PERFAUX_TRACE_*`.
     pub kind: u32,
-    /// A small argument (see the kind).
-    pub arg: u32,
-    /// An address or time (see the kind).
-    pub a: u64,
-    /// A second address (`PERFAUX_TRACE_ASYNC`).
-    pub b: u64,
+    /// `PERFAUX_TRACE_TAKEN`, `PERFAUX_TRACE_INDIRECT`,
+    /// `PERFAUX_TRACE_HAS_TARGET`, as the kind allows.
+    pub flags: u32,
+    /// Where execution goes next (see the kind).
+    pub target: u64,
+    /// The interrupted code's next instruction (ASYNC) or the return
+    /// address (CALL).
+    pub from: u64,
+    /// The TSC (TIME), mode (MODE), ratio (FREQUENCY) or CTC bits (TICK).
+    pub value: u64,
 }
+
+const _: () = assert!(core::mem::size_of::<perfaux_trace_event>() == 32);
+const _: () = assert!(core::mem::offset_of!(perfaux_trace_event, kind) == 0);
+const _: () = assert!(core::mem::offset_of!(perfaux_trace_event, flags) == 4);
+const _: () = assert!(core::mem::offset_of!(perfaux_trace_event, target) == 8);
+const _: () = assert!(core::mem::offset_of!(perfaux_trace_event, from) == 16);
+const _: () = assert!(core::mem::offset_of!(perfaux_trace_event, value) == 24);
 
 /// Translates between the addresses the CPU uses and physical addresses,
 /// for the ToPA tables (`virt_to_phys`/`phys_to_virt` in a kernel). Both
@@ -317,6 +350,9 @@ pub(crate) struct PtBox {
     platform: CPlatform,
     tracer: SoftTracer<'static>,
     pmu: PtPmu<'static, PtOutput>,
+    /// The `attr.config` the PMU callbacks see (the Intel PT format bits):
+    /// what `perfaux_pt_set_config` accepted last.
+    config: core::cell::Cell<u64>,
 }
 
 const PT_LIVE: u64 = 0x7065_7266_7074_706d; // "perfptpm"
@@ -326,7 +362,7 @@ const _: () = {
     assert!(align_of::<PtBox>() <= align_of::<perfaux_pt>());
 };
 
-/// The attr the PMU callbacks see (the PT PMU reads only `aux_paused`).
+/// The attr of a PT PMU that was given no configuration (config 0).
 static NO_ATTR: PerfEventAttr = PerfEventAttr::new(136);
 
 /// The initialized PT PMU at `p`, if it is one.
@@ -389,6 +425,7 @@ unsafe fn build(
         addr_of_mut!((*b).live).write(0);
         addr_of_mut!((*b).phys).write(CPhysMap(phys));
         addr_of_mut!((*b).platform).write(CPlatform(platform));
+        addr_of_mut!((*b).config).write(core::cell::Cell::new(0));
     }
     // SAFETY: just written, living as long as the storage.
     let (phys, platform): (&'static CPhysMap, &'static CPlatform) =
@@ -569,8 +606,55 @@ fn info(aux_paused: u32) -> EventInfo<'static> {
     }
 }
 
+/// Runs `f` with the event the PMU callbacks of `b` see: an attr with the
+/// configured `config`.
+fn with_info<R>(b: &PtBox, aux_paused: u32, f: impl FnOnce(&EventInfo<'_>) -> R) -> R {
+    let mut attr = PerfEventAttr::new(136);
+    attr.config = b.config.get();
+    f(&EventInfo {
+        attr: &attr,
+        id: 0,
+        cpu: -1,
+        aux_paused: aux_paused != 0,
+    })
+}
+
 fn flags_ok(flags: u32, allowed: u32) -> bool {
     flags & !allowed == 0
+}
+
+/// `pt_event_init`'s check of an event's `attr.config` (the Intel PT format
+/// bits: `pt`, `tsc`, `noretcomp`, `branch`, `psb_period`; `cyc`, `mtc`,
+/// `pwr_evt`, `event`, `notnt`, `ptw` and `fup_on_ptw` are not offered),
+/// and the configuration later `perfaux_pt_add` calls trace with. Call it
+/// when the event is created and whenever another event is added. Returns
+/// 0, or `-EINVAL` for a bad `pt` or a configuration Linux's
+/// `pt_event_valid` would refuse on this tracer (the previous one stays).
+///
+/// # Safety
+/// `pt` NULL or PT storage; not while the PT event is on the PMU.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_pt_set_config(pt: *const perfaux_pt, attr_config: u64) -> c_int {
+    // SAFETY: NULL or PT storage (the caller's contract).
+    let Some(b) = (unsafe { pt_ref(pt) }) else {
+        return Error::Invalid.errno();
+    };
+    if perfaux::pt::config::PtConfig::from_attr(attr_config).is_err() {
+        return Error::Invalid.errno();
+    }
+    b.config.set(attr_config);
+    0
+}
+
+/// `pt_event_init`'s check of an `attr.config` alone (no PMU needed: call
+/// it when an event is created): 0, or `-EINVAL` for what
+/// `perfaux_pt_set_config` refuses.
+#[unsafe(no_mangle)]
+pub extern "C" fn perfaux_pt_check_config(attr_config: u64) -> c_int {
+    match perfaux::pt::config::PtConfig::from_attr(attr_config) {
+        Ok(_) => 0,
+        Err(e) => e.errno(),
+    }
 }
 
 /// `pmu->add`: puts the PT event on this CPU (one at a time) and, with
@@ -590,7 +674,7 @@ pub unsafe extern "C" fn perfaux_pt_add(pt: *mut perfaux_pt, flags: u32, aux_pau
     if !flags_ok(flags, PERFAUX_EF_START) || aux_paused > 1 {
         return Error::Invalid.errno();
     }
-    match b.pmu.add(&info(aux_paused), flags) {
+    match with_info(b, aux_paused, |i| b.pmu.add(i, flags)) {
         Ok(()) => 0,
         Err(e) => e.errno(),
     }
@@ -610,7 +694,7 @@ pub unsafe extern "C" fn perfaux_pt_del(pt: *mut perfaux_pt, flags: u32) -> c_in
     if !flags_ok(flags, PERFAUX_EF_UPDATE) {
         return Error::Invalid.errno();
     }
-    b.pmu.del(&info(0), flags);
+    with_info(b, 0, |i| b.pmu.del(i, flags));
     0
 }
 
@@ -633,7 +717,7 @@ pub unsafe extern "C" fn perfaux_pt_start(
     if !flags_ok(flags, PERFAUX_EF_RELOAD | PERFAUX_EF_RESUME) || aux_paused > 1 {
         return Error::Invalid.errno();
     }
-    b.pmu.start(&info(aux_paused), flags);
+    with_info(b, aux_paused, |i| b.pmu.start(i, flags));
     0
 }
 
@@ -656,7 +740,7 @@ pub unsafe extern "C" fn perfaux_pt_stop(
     if !flags_ok(flags, PERFAUX_EF_UPDATE | PERFAUX_EF_PAUSE) || aux_paused > 1 {
         return Error::Invalid.errno();
     }
-    b.pmu.stop(&info(aux_paused), flags);
+    with_info(b, aux_paused, |i| b.pmu.stop(i, flags));
     0
 }
 
@@ -727,7 +811,7 @@ pub unsafe extern "C" fn perfaux_pt_snapshot_aux(
     let Some(sink) = (unsafe { read_in(sink) }).filter(|s| s.copy.is_some()) else {
         return i64::from(Error::Invalid.errno());
     };
-    b.pmu.snapshot_aux(&info(0), &mut CSink(sink), size)
+    with_info(b, 0, |i| b.pmu.snapshot_aux(i, &mut CSink(sink), size))
 }
 
 /// The ToPA PMI handler (`intel_pt_interrupt`): stops, ends the
@@ -771,22 +855,66 @@ pub unsafe extern "C" fn perfaux_pt_trace(
 }
 
 fn trace_event(e: &perfaux_trace_event) -> Option<TraceEvent> {
-    Some(match (e.kind, e.arg) {
-        (PERFAUX_TRACE_BRANCH, t @ 0..=1) => TraceEvent::Branch(t == 1),
-        (PERFAUX_TRACE_INDIRECT, 0) => TraceEvent::Indirect(e.a),
-        (PERFAUX_TRACE_ASYNC, 0) => TraceEvent::Async { from: e.a, to: e.b },
-        (PERFAUX_TRACE_ENABLE, 0) => TraceEvent::Enable(e.a),
-        (PERFAUX_TRACE_DISABLE, 0) => TraceEvent::Disable(None),
-        (PERFAUX_TRACE_DISABLE, 1) => TraceEvent::Disable(Some(e.a)),
-        (PERFAUX_TRACE_MODE, 16) => TraceEvent::Mode(ExecMode::Bits16),
-        (PERFAUX_TRACE_MODE, 32) => TraceEvent::Mode(ExecMode::Bits32),
-        (PERFAUX_TRACE_MODE, 64) => TraceEvent::Mode(ExecMode::Bits64),
-        (PERFAUX_TRACE_TIME, 0) => TraceEvent::Time(e.a),
-        (PERFAUX_TRACE_FREQUENCY, r @ 0..=255) => TraceEvent::Frequency(r as u8),
-        (PERFAUX_TRACE_TICK, c @ 0..=255) => TraceEvent::Tick(c as u8),
-        (PERFAUX_TRACE_PAD, 0) => TraceEvent::Pad,
-        (PERFAUX_TRACE_OVERFLOW, 0) => TraceEvent::Overflow,
+    // Which fields and flags each kind takes; anything else is refused.
+    const T: u32 = PERFAUX_TRACE_TAKEN;
+    const I: u32 = PERFAUX_TRACE_INDIRECT;
+    const H: u32 = PERFAUX_TRACE_HAS_TARGET;
+    let (flags, uses_target, uses_from, uses_value) = match e.kind {
+        PERFAUX_TRACE_CONDITIONAL => (T, true, false, false),
+        PERFAUX_TRACE_CALL => (I, true, true, false),
+        PERFAUX_TRACE_JUMP
+        | PERFAUX_TRACE_RETURN
+        | PERFAUX_TRACE_INDIRECT_JUMP
+        | PERFAUX_TRACE_ENABLE => (0, true, false, false),
+        PERFAUX_TRACE_ASYNC => (H, true, true, false),
+        PERFAUX_TRACE_DISABLE => (H, true, false, false),
+        PERFAUX_TRACE_MODE | PERFAUX_TRACE_TIME | PERFAUX_TRACE_FREQUENCY | PERFAUX_TRACE_TICK => {
+            (0, false, false, true)
+        }
+        PERFAUX_TRACE_PAD | PERFAUX_TRACE_OVERFLOW => (0, false, false, false),
         _ => return None,
+    };
+    let target_given =
+        e.kind != PERFAUX_TRACE_ASYNC && e.kind != PERFAUX_TRACE_DISABLE || e.flags & H != 0;
+    if e.flags & !flags != 0
+        || (!uses_target || !target_given) && e.target != 0
+        || !uses_from && e.from != 0
+        || !uses_value && e.value != 0
+    {
+        return None;
+    }
+    let target = (e.flags & H != 0).then_some(e.target);
+    let small = |max: u64| (e.value <= max).then_some(e.value as u8);
+    Some(match e.kind {
+        PERFAUX_TRACE_CONDITIONAL => TraceEvent::Conditional {
+            taken: e.flags & T != 0,
+            next: e.target,
+        },
+        PERFAUX_TRACE_JUMP => TraceEvent::Jump { target: e.target },
+        PERFAUX_TRACE_CALL => TraceEvent::Call {
+            target: e.target,
+            ret: e.from,
+            indirect: e.flags & I != 0,
+        },
+        PERFAUX_TRACE_RETURN => TraceEvent::Return { target: e.target },
+        PERFAUX_TRACE_INDIRECT_JUMP => TraceEvent::Indirect { target: e.target },
+        PERFAUX_TRACE_ASYNC => TraceEvent::Async {
+            from: e.from,
+            to: target,
+        },
+        PERFAUX_TRACE_ENABLE => TraceEvent::Enable(e.target),
+        PERFAUX_TRACE_DISABLE => TraceEvent::Disable(target),
+        PERFAUX_TRACE_MODE => TraceEvent::Mode(match e.value {
+            16 => ExecMode::Bits16,
+            32 => ExecMode::Bits32,
+            64 => ExecMode::Bits64,
+            _ => return None,
+        }),
+        PERFAUX_TRACE_TIME => TraceEvent::Time(e.value),
+        PERFAUX_TRACE_FREQUENCY => TraceEvent::Frequency(small(255)?),
+        PERFAUX_TRACE_TICK => TraceEvent::Tick(small(255)?),
+        PERFAUX_TRACE_PAD => TraceEvent::Pad,
+        _ => TraceEvent::Overflow,
     })
 }
 
@@ -809,28 +937,69 @@ mod tests {
 
     #[test]
     fn every_trace_kind_maps_and_nothing_else_does() {
-        let ok = |kind, arg| {
+        let ev = |kind, flags, target, from, value| {
             trace_event(&perfaux_trace_event {
                 kind,
-                arg,
-                a: 1,
-                b: 2,
+                flags,
+                target,
+                from,
+                value,
             })
-            .is_some()
         };
-        for kind in 1..=11 {
-            let arg = match kind {
-                PERFAUX_TRACE_MODE => 64,
-                _ => 0,
-            };
-            assert!(ok(kind, arg), "kind {kind}");
+        assert_eq!(
+            ev(PERFAUX_TRACE_CONDITIONAL, PERFAUX_TRACE_TAKEN, 0x10, 0, 0),
+            Some(TraceEvent::Conditional {
+                taken: true,
+                next: 0x10
+            })
+        );
+        assert_eq!(
+            ev(PERFAUX_TRACE_CALL, PERFAUX_TRACE_INDIRECT, 0x20, 0x15, 0),
+            Some(TraceEvent::Call {
+                target: 0x20,
+                ret: 0x15,
+                indirect: true
+            })
+        );
+        assert_eq!(
+            ev(PERFAUX_TRACE_ASYNC, 0, 0, 0x30, 0),
+            Some(TraceEvent::Async {
+                from: 0x30,
+                to: None
+            })
+        );
+        assert_eq!(
+            ev(PERFAUX_TRACE_ASYNC, PERFAUX_TRACE_HAS_TARGET, 0x40, 0x30, 0),
+            Some(TraceEvent::Async {
+                from: 0x30,
+                to: Some(0x40)
+            })
+        );
+        assert_eq!(
+            ev(PERFAUX_TRACE_DISABLE, 0, 0, 0, 0),
+            Some(TraceEvent::Disable(None))
+        );
+        assert_eq!(
+            ev(PERFAUX_TRACE_MODE, 0, 0, 0, 32),
+            Some(TraceEvent::Mode(ExecMode::Bits32))
+        );
+        assert_eq!(
+            ev(PERFAUX_TRACE_TIME, 0, 0, 0, 1 << 40),
+            Some(TraceEvent::Time(1 << 40))
+        );
+        for kind in 1..=14 {
+            let value = if kind == PERFAUX_TRACE_MODE { 64 } else { 0 };
+            assert!(ev(kind, 0, 0, 0, value).is_some(), "kind {kind}");
         }
-        assert!(!ok(0, 0));
-        assert!(!ok(12, 0));
-        assert!(!ok(PERFAUX_TRACE_BRANCH, 2));
-        assert!(!ok(PERFAUX_TRACE_MODE, 8));
-        assert!(!ok(PERFAUX_TRACE_INDIRECT, 1));
-        assert!(ok(PERFAUX_TRACE_DISABLE, 1));
-        assert!(!ok(PERFAUX_TRACE_DISABLE, 2));
+        // Unknown kinds, flags or fields a kind does not take.
+        assert_eq!(ev(0, 0, 0, 0, 0), None);
+        assert_eq!(ev(15, 0, 0, 0, 0), None);
+        assert_eq!(ev(PERFAUX_TRACE_CONDITIONAL, 8, 0, 0, 0), None);
+        assert_eq!(ev(PERFAUX_TRACE_RETURN, PERFAUX_TRACE_TAKEN, 0, 0, 0), None);
+        assert_eq!(ev(PERFAUX_TRACE_JUMP, 0, 0, 1, 0), None);
+        assert_eq!(ev(PERFAUX_TRACE_ASYNC, 0, 0x40, 0x30, 0), None);
+        assert_eq!(ev(PERFAUX_TRACE_MODE, 0, 0, 0, 8), None);
+        assert_eq!(ev(PERFAUX_TRACE_FREQUENCY, 0, 0, 0, 256), None);
+        assert_eq!(ev(PERFAUX_TRACE_PAD, 0, 1, 0, 0), None);
     }
 }

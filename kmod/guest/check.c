@@ -198,6 +198,9 @@ static void workload(int ms)
 	} while ((t.tv_sec - s.tv_sec) * 1000 + (t.tv_nsec - s.tv_nsec) / 1000000 < ms);
 }
 
+/* intel_pt's `tsc` format bit (config:10): TSC packets in the trace. */
+#define PT_CONFIG_TSC (1ull << 10)
+
 static void base_attr(struct perf_event_attr *a, uint32_t type, uint64_t config)
 {
 	memset(a, 0, sizeof(*a));
@@ -291,7 +294,7 @@ static void check_sample(void *ctx, const unsigned char *r, size_t n)
 static void snapshot_case(int type, int exclude_kernel)
 {
 	struct perf_event_attr a;
-	base_attr(&a, type, 0);
+	base_attr(&a, type, PT_CONFIG_TSC);
 	a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_IDENTIFIER;
 	a.sample_id_all = 1;
 	a.disabled = 1;
@@ -396,7 +399,7 @@ static void count_aux(void *ctx, const unsigned char *r, size_t n)
 static void full_case(int type)
 {
 	struct perf_event_attr a;
-	base_attr(&a, type, 0);
+	base_attr(&a, type, PT_CONFIG_TSC);
 	a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_IDENTIFIER;
 	a.sample_id_all = 1;
 	a.disabled = 1;

@@ -333,8 +333,13 @@ fn pt_path(c: &mut Criterion) {
     };
     let events: Vec<TraceEvent> = (0..4096)
         .map(|_| match next() % 16 {
-            0..=11 => TraceEvent::Branch(next() % 2 == 0),
-            12..=14 => TraceEvent::Indirect(0x40_0000 + (next() % 0x10000) * 16),
+            0..=11 => TraceEvent::Conditional {
+                taken: next() % 2 == 0,
+                next: 0x40_0000,
+            },
+            12..=14 => TraceEvent::Indirect {
+                target: 0x40_0000 + (next() % 0x10000) * 16,
+            },
             _ => TraceEvent::Time(next()),
         })
         .collect();

@@ -125,15 +125,18 @@ int main(void)
 	EXPECT(adds, 1);
 
 	/* The traced program. */
-	perfaux_trace_event en = { PERFAUX_TRACE_ENABLE, 0, 0x400000, 0 };
+	perfaux_trace_event en = { .kind = PERFAUX_TRACE_ENABLE, .target = 0x400000 };
 	EXPECT(perfaux_pt_trace(&pt, &en), 0);
 	unsigned samples = 0;
 	unsigned char rec[4096], direct[AUX_SAMPLE];
 	for (unsigned i = 0; i < 20000; i++) {
-		perfaux_trace_event b = { PERFAUX_TRACE_BRANCH, i % 3 == 0, 0, 0 };
+		perfaux_trace_event b = { .kind = PERFAUX_TRACE_CONDITIONAL,
+					   .flags = i % 3 == 0 ? PERFAUX_TRACE_TAKEN : 0,
+					   .target = 0x400000 };
 		EXPECT(perfaux_pt_trace(&pt, &b), 0);
 		if (i % 7 == 0) {
-			perfaux_trace_event t = { PERFAUX_TRACE_INDIRECT, 0, 0x400000 + (i % 512) * 64, 0 };
+			perfaux_trace_event t = { .kind = PERFAUX_TRACE_INDIRECT_JUMP,
+						   .target = 0x400000 + (i % 512) * 64 };
 			EXPECT(perfaux_pt_trace(&pt, &t), 0);
 		}
 		if (i % 1000 != 999)

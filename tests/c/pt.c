@@ -60,21 +60,24 @@ static int has_psb(const unsigned char *b, size_t n)
 static int run_program(perfaux_pt *pt, unsigned steps)
 {
 	int pmis = 0;
-	perfaux_trace_event e = { PERFAUX_TRACE_ENABLE, 0, 0x400000, 0 };
+	perfaux_trace_event e = { .kind = PERFAUX_TRACE_ENABLE, .target = 0x400000 };
 	EXPECT(perfaux_pt_trace(pt, &e), 0);
 	for (unsigned i = 0; i < steps; i++) {
-		perfaux_trace_event b = { PERFAUX_TRACE_BRANCH, i % 3 == 0, 0, 0 };
+		perfaux_trace_event b = { .kind = PERFAUX_TRACE_CONDITIONAL,
+					   .flags = i % 3 == 0 ? PERFAUX_TRACE_TAKEN : 0,
+					   .target = 0x400000 };
 		int r = perfaux_pt_trace(pt, &b);
 		CHECK(r >= 0);
 		pmis += r;
 		if (i % 5 == 0) {
-			perfaux_trace_event t = { PERFAUX_TRACE_INDIRECT, 0, 0x400000 + (i % 4096) * 16, 0 };
+			perfaux_trace_event t = { .kind = PERFAUX_TRACE_INDIRECT_JUMP,
+						   .target = 0x400000 + (i % 4096) * 16 };
 			r = perfaux_pt_trace(pt, &t);
 			CHECK(r >= 0);
 			pmis += r;
 		}
 		if (i % 100 == 0) {
-			perfaux_trace_event t = { PERFAUX_TRACE_TIME, 0, 1000000 + i, 0 };
+			perfaux_trace_event t = { .kind = PERFAUX_TRACE_TIME, .value = 1000000 + i };
 			r = perfaux_pt_trace(pt, &t);
 			CHECK(r >= 0);
 			pmis += r;
@@ -118,6 +121,8 @@ static void snapshot_mode(void)
 	perfaux_platform plat = { cpu_id, clock_now, current_task, NULL, NULL, NULL };
 	EXPECT(perfaux_pt_init_area(&pt, tables, 1, &area, &ring, &ev, &plat, NULL, 1024), 0);
 	EXPECT(perfaux_pt_init_area(&pt, tables, 1, &area, &ring, &ev, &plat, NULL, 1024), -EBUSY);
+	/* intel_pt/tsc/: TSC packets in every PSB+. */
+	EXPECT(perfaux_pt_set_config(&pt, 1 << 10), 0);
 	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 0), 0);
 	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 0), -EBUSY);
 	EXPECT(perfaux_pt_fini(&pt), -EBUSY);
@@ -311,8 +316,9 @@ static void bad_inputs(void)
 	for (int i = 0; i < 2048; i++)
 		many[i] = aux[0];
 	perfaux_sink null_copy = { NULL, NULL };
-	perfaux_trace_event unknown = { 99, 0, 0, 0 }, bad_branch = { PERFAUX_TRACE_BRANCH, 2, 0, 0 },
-			    bad_mode = { PERFAUX_TRACE_MODE, 8, 0, 0 };
+	perfaux_trace_event unknown = { .kind = 99 },
+			    bad_branch = { .kind = PERFAUX_TRACE_CONDITIONAL, .flags = 2 },
+			    bad_mode = { .kind = PERFAUX_TRACE_MODE, .value = 8 };
 	struct bad_input table[] = {
 		{ "aux init: NULL area", perfaux_aux_area_init(NULL, user, aux, AUX_PAGES, NULL), -EINVAL },
 		{ "aux init: NULL user page", perfaux_aux_area_init(&no_area, NULL, aux, AUX_PAGES, NULL), -EINVAL },
@@ -340,6 +346,11 @@ static void bad_inputs(void)
 		{ "pt init: reserved event field", perfaux_pt_init_area(&no_pt, tables, 1, &area, &ring, &bad_event, NULL, NULL, 1024), -EINVAL },
 		{ "pt fini: never initialized", perfaux_pt_fini(&no_pt), -EINVAL },
 		{ "add: never initialized", perfaux_pt_add(&no_pt, 0, 0), -EINVAL },
+		{ "set_config: never initialized", perfaux_pt_set_config(&no_pt, 0), -EINVAL },
+		{ "set_config: mtc (not offered)", perfaux_pt_set_config(&pt, 1 << 9), -EINVAL },
+		{ "set_config: branch without pt", perfaux_pt_set_config(&pt, 1 << 13), -EINVAL },
+		{ "set_config: psb_period=6", perfaux_pt_set_config(&pt, 6ull << 24), -EINVAL },
+		{ "set_config: a bit outside the format", perfaux_pt_set_config(&pt, 1 << 2), -EINVAL },
 		{ "del: NULL", perfaux_pt_del(NULL, 0), -EINVAL },
 		{ "start: never initialized", perfaux_pt_start(&no_pt, 0, 0), -EINVAL },
 		{ "stop: never initialized", perfaux_pt_stop(&no_pt, 0, 0), -EINVAL },

@@ -29,8 +29,13 @@ unsafe extern "C" fn on_wakeup(ctx: *mut c_void) {
     unsafe { *ctx.cast::<u32>() += 1 };
 }
 
-fn trace(pt: *mut perfaux_pt, kind: u32, arg: u32, a: u64) -> i32 {
-    let e = perfaux_trace_event { kind, arg, a, b: 0 };
+fn trace(pt: *mut perfaux_pt, kind: u32, flags: u32, target: u64) -> i32 {
+    let e = perfaux_trace_event {
+        kind,
+        flags,
+        target,
+        ..Default::default()
+    };
     // SAFETY: `pt` points to initialized storage; `e` is a local.
     unsafe { perfaux_pt_trace(pt, &e) }
 }
@@ -189,9 +194,20 @@ fn pt_leader_and_a_sampler_through_the_c_abi() {
         assert_eq!(perfaux_event_sched_in(leader, &platform), 0);
         assert_eq!(trace(pt, PERFAUX_TRACE_ENABLE, 0, 0x40_0000), 0);
         for i in 0..300u64 {
-            assert_eq!(trace(pt, PERFAUX_TRACE_BRANCH, (i % 3 == 0) as u32, 0), 0);
+            assert_eq!(
+                trace(
+                    pt,
+                    PERFAUX_TRACE_CONDITIONAL,
+                    (i % 3 == 0) as u32,
+                    0x40_0000
+                ),
+                0
+            );
             if i % 4 == 0 {
-                assert_eq!(trace(pt, PERFAUX_TRACE_INDIRECT, 0, 0x40_0000 + i * 32), 0);
+                assert_eq!(
+                    trace(pt, PERFAUX_TRACE_INDIRECT_JUMP, 0, 0x40_0000 + i * 32),
+                    0
+                );
             }
         }
         let data: perfaux_sample_data = zeroed();

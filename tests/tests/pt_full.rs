@@ -19,8 +19,13 @@ fn program(n: usize) -> Vec<TraceEvent> {
         .map(|_| {
             state = state.wrapping_mul(6364136223846793005).wrapping_add(1);
             match (state >> 40) % 8 {
-                0..=4 => TraceEvent::Branch(state & (1 << 20) != 0),
-                5 | 6 => TraceEvent::Indirect(0x40_0000 + ((state >> 20) % 0x4000) * 16),
+                0..=4 => TraceEvent::Conditional {
+                    taken: state & (1 << 20) != 0,
+                    next: 0x40_0000,
+                },
+                5 | 6 => TraceEvent::Indirect {
+                    target: 0x40_0000 + ((state >> 20) % 0x4000) * 16,
+                },
                 _ => TraceEvent::Time(state >> 8),
             }
         })
@@ -59,7 +64,8 @@ fn run(keep_up: bool) -> (Vec<u8>, Vec<u8>, Vec<u64>, bool) {
         },
         |p| {
             let (area, tracer, model, pt) = (p.area, p.tracer, p.model, p.pmu);
-            let attr = PerfEventAttr::new(136);
+            let mut attr = PerfEventAttr::new(136);
+            attr.config = perfaux::pt::config::bits::TSC; // intel_pt/tsc/
             let info = EventInfo {
                 attr: &attr,
                 id: 1,

@@ -99,9 +99,14 @@ fn run(events: &[TraceEvent], k: usize) -> usize {
 fn a_pmi_after_every_piece_of_the_tracer_writes() {
     let mut events = Vec::new();
     for i in 0..600u64 {
-        events.push(TraceEvent::Branch(i % 3 == 0));
+        events.push(TraceEvent::Conditional {
+            taken: i % 3 == 0,
+            next: 0x40_0000,
+        });
         if i % 5 == 0 {
-            events.push(TraceEvent::Indirect(0x40_0000 + i * 64));
+            events.push(TraceEvent::Indirect {
+                target: 0x40_0000 + i * 64,
+            });
         }
         if i % 50 == 0 {
             events.push(TraceEvent::Time(i * 1000));

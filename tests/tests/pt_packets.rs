@@ -240,90 +240,256 @@ impl PacketSink for VecSink {
     }
 }
 
-/// The trace events a decoded packet list stands for; PSB+ blocks are
-/// checked (their FUP is the current IP while tracing) and dropped.
-fn events_of(packets: &[Ev]) -> Vec<TraceEvent> {
+/// One packet as the rules see it: TNT packets are split into their bits.
+#[derive(Clone, Debug, PartialEq)]
+enum Item {
+    Bit(bool),
+    Packet(Ev),
+}
+
+fn items(packets: &[Ev]) -> Vec<Item> {
     let mut out = Vec::new();
-    let mut in_psb = false;
-    let mut pending_fup = None;
-    let mut current_ip = 0;
-    let mut enabled = false;
     for p in packets {
         match p {
-            Ev::Psb => in_psb = true,
-            Ev::PsbEnd => in_psb = false,
-            _ if in_psb => {
-                if let Ev::Ip(IpPacket::Fup, ip) = p {
-                    assert!(
-                        enabled && *ip == Some(current_ip),
-                        "PSB+ carries the current IP"
-                    );
-                }
-            }
-            Ev::Tnt(bits) => out.extend(bits.iter().map(|&b| TraceEvent::Branch(b))),
-            Ev::Ip(IpPacket::Fup, ip) => pending_fup = *ip,
-            Ev::Ip(IpPacket::Tip, Some(t)) => {
-                current_ip = *t;
-                out.push(match pending_fup.take() {
-                    Some(from) => TraceEvent::Async { from, to: *t },
-                    None => TraceEvent::Indirect(*t),
-                });
-            }
-            Ev::Ip(IpPacket::TipPge, Some(ip)) => {
-                current_ip = *ip;
-                enabled = true;
-                out.push(TraceEvent::Enable(*ip));
-            }
-            Ev::Ip(IpPacket::TipPgd, ip) => {
-                enabled = false;
-                out.push(TraceEvent::Disable(*ip));
-            }
-            Ev::Mode(m) => out.push(TraceEvent::Mode(*m)),
-            Ev::Tsc(t) => out.push(TraceEvent::Time(*t)),
-            Ev::Cbr(r) => out.push(TraceEvent::Frequency(*r)),
-            Ev::Mtc(c) => out.push(TraceEvent::Tick(*c)),
-            Ev::Pad => out.push(TraceEvent::Pad),
-            Ev::Ovf => out.push(TraceEvent::Overflow),
-            other => panic!("unexpected packet {other:?}"),
+            Ev::Tnt(bits) => out.extend(bits.iter().map(|&b| Item::Bit(b))),
+            other => out.push(Item::Packet(other.clone())),
         }
     }
     out
 }
 
-fn trace_event() -> impl Strategy<Value = TraceEvent> {
+/// An independent statement of the stream rules, checked against the
+/// decoded packets of the events fed: which packets each event makes, that
+/// every PSB+ carries the next instruction's IP (while packets are
+/// generated), and that a return is compressed exactly when it goes to the
+/// call site of the newest call since the last PSB+/enable/disable/OVF.
+struct RuleChecker {
+    items: Vec<Item>,
+    at: usize,
+    ip: u64,
+    enabled: bool,
+    calls: Vec<u64>,
+}
+
+impl RuleChecker {
+    fn expect(&mut self, want: Item, event: &TraceEvent) {
+        assert_eq!(
+            self.items.get(self.at),
+            Some(&want),
+            "for {event:?} at item {}",
+            self.at
+        );
+        self.at += 1;
+    }
+
+    /// A PSB+ block at the current position, if its FUP (or its absence)
+    /// says it came before the next event.
+    fn psb_plus(&mut self) {
+        while self.items.get(self.at) == Some(&Item::Packet(Ev::Psb)) {
+            let end = self.at
+                + self.items[self.at..]
+                    .iter()
+                    .position(|i| *i == Item::Packet(Ev::PsbEnd))
+                    .expect("PSBEND");
+            let fup = self.items[self.at..end].iter().find_map(|i| match i {
+                Item::Packet(Ev::Ip(IpPacket::Fup, ip)) => Some(*ip),
+                _ => None,
+            });
+            match fup {
+                Some(ip) if ip != Some(self.ip) => return, // it follows a later event
+                Some(_) => assert!(self.enabled, "a PSB+ FUP only while packets are generated"),
+                None => assert!(
+                    !self.enabled,
+                    "a PSB+ FUP of the next instruction while tracing"
+                ),
+            }
+            self.at = end + 1;
+            self.calls.clear();
+        }
+    }
+
+    fn feed(&mut self, e: &TraceEvent) {
+        self.psb_plus();
+        let on = self.enabled;
+        match *e {
+            TraceEvent::Conditional { taken, next } => {
+                if on {
+                    self.expect(Item::Bit(taken), e);
+                }
+                self.ip = next;
+            }
+            TraceEvent::Jump { target } => self.ip = target,
+            TraceEvent::Call {
+                target,
+                ret,
+                indirect,
+            } => {
+                if on && indirect {
+                    self.expect(Item::Packet(Ev::Ip(IpPacket::Tip, Some(target))), e);
+                }
+                self.calls.push(ret);
+                self.ip = target;
+            }
+            TraceEvent::Return { target } => {
+                if on {
+                    if self.calls.pop() == Some(target) {
+                        self.expect(Item::Bit(true), e);
+                    } else {
+                        self.expect(Item::Packet(Ev::Ip(IpPacket::Tip, Some(target))), e);
+                    }
+                }
+                self.ip = target;
+            }
+            TraceEvent::Indirect { target } => {
+                if on {
+                    self.expect(Item::Packet(Ev::Ip(IpPacket::Tip, Some(target))), e);
+                }
+                self.ip = target;
+            }
+            TraceEvent::Async { from, to } => {
+                if on {
+                    self.expect(Item::Packet(Ev::Ip(IpPacket::Fup, Some(from))), e);
+                    match to {
+                        Some(t) => self.expect(Item::Packet(Ev::Ip(IpPacket::Tip, Some(t))), e),
+                        None => {
+                            self.expect(Item::Packet(Ev::Ip(IpPacket::TipPgd, None)), e);
+                            self.enabled = false;
+                            self.calls.clear();
+                        }
+                    }
+                }
+                if let Some(t) = to {
+                    self.ip = t;
+                }
+            }
+            TraceEvent::Enable(ip) => {
+                self.expect(Item::Packet(Ev::Ip(IpPacket::TipPge, Some(ip))), e);
+                self.enabled = true;
+                self.calls.clear();
+                self.ip = ip;
+            }
+            TraceEvent::Disable(ip) => {
+                if on {
+                    self.expect(Item::Packet(Ev::Ip(IpPacket::TipPgd, ip)), e);
+                    self.enabled = false;
+                    self.calls.clear();
+                }
+            }
+            TraceEvent::Mode(m) => self.expect(Item::Packet(Ev::Mode(m)), e),
+            TraceEvent::Time(t) => self.expect(Item::Packet(Ev::Tsc(t)), e),
+            TraceEvent::Frequency(r) => self.expect(Item::Packet(Ev::Cbr(r)), e),
+            TraceEvent::Tick(c) => self.expect(Item::Packet(Ev::Mtc(c)), e),
+            TraceEvent::Pad => self.expect(Item::Packet(Ev::Pad), e),
+            TraceEvent::Overflow => {
+                self.expect(Item::Packet(Ev::Ovf), e);
+                self.calls.clear();
+            }
+        }
+    }
+}
+
+/// What a program does, turned into consistent trace events by
+/// [`program_events`]: returns go to the newest call site or elsewhere.
+#[derive(Clone, Debug)]
+enum Act {
+    Cond(bool, u64),
+    Jump(u64),
+    Call(u64, bool),
+    Ret { to_caller: bool, elsewhere: u64 },
+    Indirect(u64),
+    Interrupt(Option<u64>),
+    Other(TraceEvent),
+}
+
+fn act() -> impl Strategy<Value = Act> {
     prop_oneof![
-        12 => any::<bool>().prop_map(TraceEvent::Branch),
-        4 => address().prop_map(TraceEvent::Indirect),
-        2 => (address(), address()).prop_map(|(from, to)| TraceEvent::Async { from, to }),
-        1 => address().prop_map(TraceEvent::Enable),
-        1 => proptest::option::of(address()).prop_map(TraceEvent::Disable),
-        1 => prop_oneof![Just(ExecMode::Bits32), Just(ExecMode::Bits64)].prop_map(TraceEvent::Mode),
-        1 => (0u64..1 << 56).prop_map(TraceEvent::Time),
-        1 => any::<u8>().prop_map(TraceEvent::Frequency),
-        1 => any::<u8>().prop_map(TraceEvent::Tick),
-        1 => Just(TraceEvent::Pad),
+        12 => (any::<bool>(), address()).prop_map(|(t, a)| Act::Cond(t, a)),
+        3 => address().prop_map(Act::Jump),
+        4 => (address(), any::<bool>()).prop_map(|(a, i)| Act::Call(a, i)),
+        4 => (proptest::bool::weighted(0.8), address()).prop_map(|(c, a)| Act::Ret { to_caller: c, elsewhere: a }),
+        2 => address().prop_map(Act::Indirect),
+        2 => proptest::option::of(address()).prop_map(Act::Interrupt),
+        1 => address().prop_map(|a| Act::Other(TraceEvent::Enable(a))),
+        1 => proptest::option::of(address()).prop_map(|a| Act::Other(TraceEvent::Disable(a))),
+        1 => prop_oneof![Just(ExecMode::Bits32), Just(ExecMode::Bits64)].prop_map(|m| Act::Other(TraceEvent::Mode(m))),
+        1 => (0u64..1 << 56).prop_map(|t| Act::Other(TraceEvent::Time(t))),
+        1 => any::<u8>().prop_map(|r| Act::Other(TraceEvent::Frequency(r))),
+        1 => any::<u8>().prop_map(|c| Act::Other(TraceEvent::Tick(c))),
+        1 => Just(Act::Other(TraceEvent::Pad)),
+        1 => Just(Act::Other(TraceEvent::Overflow)),
     ]
+}
+
+fn program_events(first: u64, acts: &[Act]) -> Vec<TraceEvent> {
+    let mut ip = first;
+    let mut stack = Vec::new();
+    let mut out = vec![TraceEvent::Enable(first)];
+    for a in acts {
+        let e = match *a {
+            Act::Cond(taken, target) => TraceEvent::Conditional {
+                taken,
+                next: if taken { target } else { ip + 2 },
+            },
+            Act::Jump(target) => TraceEvent::Jump { target },
+            Act::Call(target, indirect) => {
+                stack.push(ip + 5);
+                TraceEvent::Call {
+                    target,
+                    ret: ip + 5,
+                    indirect,
+                }
+            }
+            Act::Ret {
+                to_caller,
+                elsewhere,
+            } => {
+                let target = stack.pop().filter(|_| to_caller).unwrap_or(elsewhere);
+                TraceEvent::Return { target }
+            }
+            Act::Indirect(target) => TraceEvent::Indirect { target },
+            Act::Interrupt(to) => TraceEvent::Async { from: ip, to },
+            Act::Other(e) => e,
+        };
+        ip = match e {
+            TraceEvent::Conditional { next, .. } => next,
+            TraceEvent::Jump { target }
+            | TraceEvent::Call { target, .. }
+            | TraceEvent::Return { target }
+            | TraceEvent::Indirect { target }
+            | TraceEvent::Enable(target)
+            | TraceEvent::Async {
+                to: Some(target), ..
+            } => target,
+            _ => ip,
+        };
+        out.push(e);
+    }
+    out
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 500, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
-    fn the_stream_decodes_into_the_events_fed_in(
+    fn the_stream_follows_the_hardware_rules(
         first in address(),
-        events in proptest::collection::vec(trace_event(), 0..400),
+        acts in proptest::collection::vec(act(), 0..400),
         period in 256u64..2048,
     ) {
         let mut stream = PacketStream::new(period);
         let mut sink = VecSink(Vec::new());
-        let mut fed = vec![TraceEvent::Enable(first)];
-        fed.extend(events);
+        let fed = program_events(first, &acts);
         for &e in &fed {
             stream.feed(e, &mut sink);
         }
         stream.flush_tnt(&mut sink);
         let bytes = sink.0;
-        prop_assert_eq!(events_of(&decode(&bytes)), fed);
+        let mut checker = RuleChecker { items: items(&decode(&bytes)), at: 0, ip: 0, enabled: false, calls: Vec::new() };
+        for e in &fed {
+            checker.feed(e);
+        }
+        checker.psb_plus();
+        prop_assert_eq!(checker.at, checker.items.len(), "packets nothing explains");
         // A PSB at least every period plus one PSB+ block plus the longest packet.
         let psbs: Vec<usize> = bytes.windows(16).enumerate().filter(|(_, w)| *w == PSB).map(|(i, _)| i).collect();
         prop_assert_eq!(psbs[0], 0);

@@ -92,9 +92,14 @@ const OUTER: u64 = 4096;
 
 fn program(tracer: &SoftTracer<'_>, from: u64, n: u64) {
     for i in from..from + n {
-        tracer.trace(TraceEvent::Branch(i % 3 == 0));
+        tracer.trace(TraceEvent::Conditional {
+            taken: i % 3 == 0,
+            next: 0x40_0000,
+        });
         if i % 4 == 0 {
-            tracer.trace(TraceEvent::Indirect(0x40_0000 + (i % 512) * 32));
+            tracer.trace(TraceEvent::Indirect {
+                target: 0x40_0000 + (i % 512) * 32,
+            });
         }
     }
 }

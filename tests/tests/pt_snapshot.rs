@@ -27,9 +27,9 @@ enum Step {
 fn step() -> impl Strategy<Value = Step> {
     let addr = (0u64..0x4000).prop_map(|o| 0x40_0000 + o * 16);
     prop_oneof![
-        20 => any::<bool>().prop_map(|b| Step::Trace(TraceEvent::Branch(b))),
-        6 => addr.clone().prop_map(|a| Step::Trace(TraceEvent::Indirect(a))),
-        1 => (addr.clone(), addr).prop_map(|(from, to)| Step::Trace(TraceEvent::Async { from, to })),
+        20 => any::<bool>().prop_map(|b| Step::Trace(TraceEvent::Conditional { taken: b, next: 0x40_0000 })),
+        6 => addr.clone().prop_map(|a| Step::Trace(TraceEvent::Indirect { target: a })),
+        1 => (addr.clone(), addr).prop_map(|(from, to)| Step::Trace(TraceEvent::Async { from, to: Some(to) })),
         1 => (0u64..1 << 40).prop_map(|t| Step::Trace(TraceEvent::Time(t))),
         1 => prop_oneof![Just(64u32), Just(4096), Just(5000), Just(16384), Just(70_000), Just(1 << 20)].prop_map(Step::Sample),
     ]
@@ -204,7 +204,9 @@ fn b6_one_page_snapshot_buffer_uses_single_range_output() {
         assert_eq!((base, mask), (aux.pages()[0] as u64, 0xfff));
         tracer.trace(TraceEvent::Enable(0x40_0000));
         for i in 0..3000u64 {
-            tracer.trace(TraceEvent::Indirect(0x40_0000 + (i % 7) * 0x1_0000));
+            tracer.trace(TraceEvent::Indirect {
+                target: 0x40_0000 + (i % 7) * 0x1_0000,
+            });
         }
         let written = tracer.written();
         assert!(written > 4096, "the range wrapped");

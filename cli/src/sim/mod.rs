@@ -572,14 +572,14 @@ impl Machine<'_, '_, '_, '_, '_> {
                     c,
                     TraceEvent::Async {
                         from,
-                        to: KERNEL_IRQ,
+                        to: Some(KERNEL_IRQ),
                     },
                 );
                 let mut irq_rng = SplitMix64::new(s.rng.next_u64());
                 for (ip, step) in irq_handler(&mut irq_rng) {
                     self.execute(c, s, step, ip, misc::KERNEL);
                 }
-                self.trace(c, TraceEvent::Indirect(from));
+                self.trace(c, TraceEvent::Indirect { target: from });
             }
             let step = s.threads[s.current].step(self.binary);
             let ip = s.threads[s.current].ip;

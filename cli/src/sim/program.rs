@@ -108,7 +108,10 @@ impl Thread {
             if taken {
                 self.ip = binary.block(f, r);
             }
-            Some(TraceEvent::Branch(taken))
+            Some(TraceEvent::Conditional {
+                taken,
+                next: self.ip,
+            })
         } else if kind < 67 {
             // A direct call: no packet.
             if self.stack.len() < 48 {
@@ -121,14 +124,17 @@ impl Thread {
             match self.stack.pop() {
                 Some(ret) => {
                     self.ip = ret;
-                    Some(TraceEvent::Indirect(ret))
+                    Some(TraceEvent::Indirect { target: ret })
                 }
-                None => Some(TraceEvent::Branch(false)),
+                None => Some(TraceEvent::Conditional {
+                    taken: false,
+                    next: self.ip,
+                }),
             }
         } else if kind < 83 {
             let target = r.below(binary.functions.len() as u64) as usize;
             self.ip = binary.block(target, r);
-            Some(TraceEvent::Indirect(self.ip))
+            Some(TraceEvent::Indirect { target: self.ip })
         } else {
             None
         };
@@ -154,7 +160,10 @@ pub fn irq_handler(rng: &mut SplitMix64) -> impl Iterator<Item = (u64, Step)> + 
                 cycles: instructions * 2,
                 instructions,
                 branch: true,
-                event: Some(TraceEvent::Branch(rng.chance(50))),
+                event: Some(TraceEvent::Conditional {
+                    taken: rng.chance(50),
+                    next: ip,
+                }),
             },
         )
     })

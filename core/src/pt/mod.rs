@@ -7,6 +7,7 @@
 //! [`pmu`], the PMU of one CPU in snapshot mode (with `snapshot_aux`) and
 //! full-trace mode (with the ToPA PMI handler).
 
+pub mod config;
 pub mod packet;
 pub mod pmu;
 pub mod stream;

@@ -12,6 +12,7 @@
 
 use core::cell::{Cell, RefCell};
 
+use super::config::PtConfig;
 use super::topa::{PhysMap, Topa, TopaPosition};
 use super::tracer::{STATUS_ERROR, STATUS_STOPPED, TraceHw};
 use crate::abi::{PAGE_SIZE, aux_flags};
@@ -65,6 +66,9 @@ pub struct PtPmu<'x, O> {
     wrapped: Cell<bool>,
     /// The event is stopped (`PERF_HES_STOPPED`): no restart after a PMI.
     stopped: Cell<bool>,
+    /// The event's configuration (`pt_config`'s RTIT_CTL fields), from its
+    /// `attr.config` at `add`.
+    config: Cell<PtConfig>,
 }
 
 impl<'x, 'a> PtPmu<'x, AreaOutput<'x, 'a>> {
@@ -122,6 +126,7 @@ impl<'x, O: AuxOutput> PtPmu<'x, O> {
             data_size: Cell::new(0),
             wrapped: Cell::new(false),
             stopped: Cell::new(true),
+            config: Cell::new(PtConfig::default()),
         })
     }
 
@@ -281,6 +286,7 @@ impl<'x, O: AuxOutput> PtPmu<'x, O> {
         }
         self.busy.set(false);
         self.program_output(head);
+        self.hw.configure(self.config.get());
         self.stopped.set(false);
         // `pt_config`: resume before start, so as not to undo what a PMI
         // set; the PMI handler after the configuration is complete; pause
@@ -423,6 +429,9 @@ impl<O: AuxOutput> Pmu for PtPmu<'_, O> {
         if self.busy.get() || self.txn.get().is_some() {
             return Err(Error::Busy);
         }
+        // `pt_event_init` refuses what `pt_event_valid` refuses; an event
+        // that got past it elsewhere is refused here.
+        self.config.set(PtConfig::from_attr(event.attr.config)?);
         self.paused.set(event.aux_paused);
         if flags & ef::START != 0 {
             // A start that leaves the event stopped fails the group's schedule.

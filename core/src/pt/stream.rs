@@ -1,11 +1,42 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! The packet stream a tracer produces for a sequence of trace events, as
-//! Intel PT hardware would: conditional branches gathered into TNT packets
-//! (flushed before any other packet), indirect branches as TIP, asynchronous
-//! events as FUP + TIP, tracing enable/disable as TIP.PGE/TIP.PGD, and a PSB+
-//! block (PSB, FUP, MODE.Exec, TSC, CBR, PSBEND) every PSB period, after
-//! which IPs are compressed from scratch.
+//! The packet stream a tracer produces for what a CPU executes, with the
+//! rules Intel PT hardware follows (Intel SDM vol. 3C, "Intel Processor
+//! Trace"), so that a real decoder (Linux perf's `intel-pt-decoder.c`) can
+//! walk the traced code with it:
+//!
+//! - conditional branches are TNT bits, gathered and flushed before any
+//!   other packet; direct jumps and calls make no packet at all;
+//! - indirect branches and far transfers are TIP; a near return is a taken
+//!   TNT bit when return compression is on and it returns to the call site
+//!   of the matching call the tracer saw since the last PSB (within the
+//!   hardware's 64-entry call stack), a TIP otherwise;
+//! - an asynchronous event (interrupt, exception, the PMI, a context switch)
+//!   is `FUP(ip)`, where `ip` is the next instruction to execute, then `TIP`
+//!   to the handler, or `TIP.PGD` when the handler is not traced;
+//! - `TIP.PGE(ip)` when tracing (re)starts;
+//! - a PSB+ block (PSB, FUP of the next instruction, MODE.Exec, TSC, CBR,
+//!   PSBEND) every PSB period, after which IPs are compressed from scratch
+//!   and no return is compressed against a call before it (perf's decoder
+//!   clears its call stack at every PSB).
+//!
+//! ```
+//! use perfaux::pt::stream::{PacketSink, PacketStream, TraceEvent};
+//! struct Bytes(Vec<u8>);
+//! impl PacketSink for Bytes {
+//!     fn write(&mut self, bytes: &[u8]) { self.0.extend_from_slice(bytes) }
+//! }
+//! let mut out = Bytes(Vec::new());
+//! let mut s = PacketStream::new(4096);
+//! s.set_clock(1000);
+//! s.feed(TraceEvent::Enable(0x40_1000), &mut out);
+//! s.feed(TraceEvent::Call { target: 0x40_2000, ret: 0x40_1005, indirect: false }, &mut out);
+//! s.feed(TraceEvent::Return { target: 0x40_1005 }, &mut out); // compressed: one TNT bit
+//! s.feed(TraceEvent::Async { from: 0x40_1010, to: None }, &mut out); // FUP + TIP.PGD
+//! // The return's TNT bit, FUP (16 bits of IP changed), TIP.PGD (no IP).
+//! assert_eq!(&out.0[out.0.len() - 5..], &[0b110, 0x3d, 0x10, 0x10, 0x01]);
+//! ```
 
+use super::config::PtConfig;
 use super::packet::{
     ExecMode, IpCompressor, IpPacket, LONG_TNT_MAX, OVF, PAD, PSB, PSBEND, SHORT_TNT_MAX, cbr,
     long_tnt, mode_exec, mtc, short_tnt, tsc,
@@ -17,27 +48,65 @@ pub trait PacketSink {
     fn write(&mut self, bytes: &[u8]);
 }
 
-/// What happened on the traced CPU.
+/// What happened on the traced CPU, as the tracer sees it: each
+/// control-flow instruction that retired (with where execution goes next),
+/// asynchronous events, and changes of tracing state, mode and time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TraceEvent {
-    /// A conditional branch, taken or not (a TNT bit).
-    Branch(bool),
-    /// An indirect branch or return to `target` (TIP).
-    Indirect(u64),
-    /// An asynchronous event (interrupt, exception) at `from`, going to `to` (FUP + TIP).
-    Async {
-        /// Where the interrupted code was.
-        from: u64,
-        /// The handler.
-        to: u64,
+    /// A conditional branch (Jcc, LOOP, JRCXZ): one TNT bit. `next` is
+    /// where execution continues: the target if taken, else the
+    /// instruction after the branch.
+    Conditional {
+        /// Whether the branch was taken.
+        taken: bool,
+        /// The next instruction.
+        next: u64,
     },
-    /// Tracing enabled at `ip` (TIP.PGE).
+    /// A direct near JMP: no packet.
+    Jump {
+        /// Its target.
+        target: u64,
+    },
+    /// A near CALL: no packet if direct, a TIP if indirect. The return
+    /// address goes on the return-compression stack.
+    Call {
+        /// The callee.
+        target: u64,
+        /// The instruction after the call (where the matching return goes).
+        ret: u64,
+        /// An indirect call (through a register or memory).
+        indirect: bool,
+    },
+    /// A near RET to `target`: a taken TNT bit if compressed, else a TIP.
+    Return {
+        /// Where it returned to.
+        target: u64,
+    },
+    /// An indirect near JMP, or a far transfer (IRET, SYSRET, far JMP or
+    /// CALL): a TIP.
+    Indirect {
+        /// Its target.
+        target: u64,
+    },
+    /// An asynchronous event (interrupt, exception, PMI) taken with `from`
+    /// the next instruction to execute: `FUP(from)`, then `TIP(to)` into a
+    /// traced handler, or `TIP.PGD` (no IP) when `to` is `None`, the handler
+    /// not traced (`exclude_kernel`), which disables packet generation.
+    Async {
+        /// The next instruction of the interrupted code.
+        from: u64,
+        /// The handler, if it is traced.
+        to: Option<u64>,
+    },
+    /// Packet generation (re)starts at `ip`: TIP.PGE.
     Enable(u64),
-    /// Tracing disabled; the next IP if known (TIP.PGD).
+    /// Packet generation stops synchronously, at a branch into code that is
+    /// not traced: TIP.PGD with that branch's target, if known.
     Disable(Option<u64>),
     /// The execution mode changed (MODE.Exec).
     Mode(ExecMode),
-    /// A timestamp (TSC).
+    /// The timestamp counter reads `tsc`: a TSC packet (if TSC packets are
+    /// on), and the clock of later PSB+ blocks.
     Time(u64),
     /// The core:bus ratio changed (CBR).
     Frequency(u8),
@@ -49,38 +118,99 @@ pub enum TraceEvent {
     Overflow,
 }
 
+/// The hardware's return-compression call stack depth.
+pub const RETURN_STACK_DEPTH: usize = 64;
+
+/// The return addresses of the calls the tracer saw, newest last; the
+/// oldest is dropped when it overflows (its return is then a TIP).
+#[derive(Clone, Copy, Debug)]
+struct ReturnStack {
+    ring: [u64; RETURN_STACK_DEPTH],
+    /// Index of the next push.
+    top: usize,
+    /// Entries held, at most `RETURN_STACK_DEPTH`.
+    len: usize,
+}
+
+impl ReturnStack {
+    const EMPTY: ReturnStack = ReturnStack {
+        ring: [0; RETURN_STACK_DEPTH],
+        top: 0,
+        len: 0,
+    };
+
+    fn push(&mut self, ret: u64) {
+        self.ring[self.top] = ret;
+        self.top = (self.top + 1) % RETURN_STACK_DEPTH;
+        self.len = (self.len + 1).min(RETURN_STACK_DEPTH);
+    }
+
+    /// Pops the newest entry (every return pops, as perf's decoder pops
+    /// its stack at every RET) and says whether it is `target`.
+    fn pop_is(&mut self, target: u64) -> bool {
+        if self.len == 0 {
+            return false;
+        }
+        self.top = (self.top + RETURN_STACK_DEPTH - 1) % RETURN_STACK_DEPTH;
+        self.len -= 1;
+        self.ring[self.top] == target
+    }
+
+    fn clear(&mut self) {
+        self.len = 0;
+    }
+}
+
 /// The tracer's packet generator.
 #[derive(Clone, Debug)]
 pub struct PacketStream {
+    config: PtConfig,
     ip: IpCompressor,
     /// Branch outcomes not yet emitted, oldest most significant.
     tnt_bits: u64,
     tnt_count: u8,
-    /// Bytes between PSBs (`RTIT_CTL.PSBFreq`: 2K << n).
+    /// Bytes between PSBs (`RTIT_CTL.PSBFreq`: the base << n).
     psb_period: u64,
     since_psb: u64,
-    /// State repeated in every PSB+ block.
+    /// The next instruction to execute (the PSB+ FUP).
     current_ip: u64,
+    /// Packet generation is on (PacketEn).
     enabled: bool,
     mode: ExecMode,
-    time: u64,
+    /// The timestamp counter.
+    clock: u64,
     ratio: u8,
+    returns: ReturnStack,
 }
 
 impl PacketStream {
-    /// A generator emitting a PSB+ block every `psb_period` bytes (at least 256).
+    /// A generator with the default configuration ([`PtConfig::default`]
+    /// with TSC on) emitting a PSB+ every `psb_period` bytes (at least 256).
     pub fn new(psb_period: u64) -> PacketStream {
+        let config = PtConfig {
+            tsc: true,
+            ..PtConfig::default()
+        };
+        PacketStream::with_config(psb_period, config)
+    }
+
+    /// A generator for `config`, whose `psb_freq` 0 is `psb_base` bytes
+    /// (2 KiB on hardware; at least 256): a PSB+ every `psb_base <<
+    /// config.psb_freq` bytes.
+    pub fn with_config(psb_base: u64, config: PtConfig) -> PacketStream {
         PacketStream {
+            config,
             ip: IpCompressor::default(),
             tnt_bits: 0,
             tnt_count: 0,
-            psb_period: psb_period.max(256),
+            psb_period: psb_base.clamp(256, 1 << 40) << config.psb_freq.min(15),
             since_psb: u64::MAX, // the first packet is preceded by a PSB+
             current_ip: 0,
             enabled: false,
             mode: ExecMode::Bits64,
-            time: 0,
+            clock: 0,
             ratio: 0,
+            returns: ReturnStack::EMPTY,
         }
     }
 
@@ -89,41 +219,91 @@ impl PacketStream {
         self.psb_period
     }
 
+    /// The configuration.
+    pub fn config(&self) -> PtConfig {
+        self.config
+    }
+
+    /// The timestamp counter now reads `tsc` (no packet): later PSB+
+    /// blocks carry it, as the hardware's carry the running TSC.
+    pub fn set_clock(&mut self, tsc: u64) {
+        self.clock = tsc & ((1 << 56) - 1);
+    }
+
+    /// Whether packet generation is on (after TIP.PGE, before TIP.PGD).
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
     /// Emits the packets for `event` into `sink`.
     pub fn feed(&mut self, event: TraceEvent, sink: &mut dyn PacketSink) {
         if self.since_psb >= self.psb_period {
             self.flush_tnt(sink);
             self.psb_plus(sink);
         }
+        // Branch packets need BranchEn and PacketEn (between TIP.PGE and
+        // TIP.PGD); timing, mode and PSB+ packets only TraceEn.
+        let branches = self.config.branches && self.enabled;
         match event {
-            TraceEvent::Branch(taken) => {
-                self.tnt_bits = (self.tnt_bits << 1) | u64::from(taken);
-                self.tnt_count += 1;
-                if self.tnt_count == LONG_TNT_MAX {
-                    self.flush_tnt(sink);
+            TraceEvent::Conditional { taken, next } => {
+                if branches {
+                    self.tnt(taken, sink);
                 }
+                self.current_ip = next;
             }
-            TraceEvent::Indirect(target) => {
-                self.flush_tnt(sink);
-                self.ip_packet(IpPacket::Tip, Some(target), sink);
+            TraceEvent::Jump { target } => self.current_ip = target,
+            TraceEvent::Call {
+                target,
+                ret,
+                indirect,
+            } => {
+                if branches && indirect {
+                    self.tip(IpPacket::Tip, Some(target), sink);
+                }
+                self.returns.push(ret);
+                self.current_ip = target;
+            }
+            TraceEvent::Return { target } => {
+                if branches {
+                    if self.config.return_compression && self.returns.pop_is(target) {
+                        self.tnt(true, sink);
+                    } else {
+                        self.tip(IpPacket::Tip, Some(target), sink);
+                    }
+                }
+                self.current_ip = target;
+            }
+            TraceEvent::Indirect { target } => {
+                if branches {
+                    self.tip(IpPacket::Tip, Some(target), sink);
+                }
                 self.current_ip = target;
             }
             TraceEvent::Async { from, to } => {
-                self.flush_tnt(sink);
-                self.ip_packet(IpPacket::Fup, Some(from), sink);
-                self.ip_packet(IpPacket::Tip, Some(to), sink);
-                self.current_ip = to;
+                if branches {
+                    self.tip(IpPacket::Fup, Some(from), sink);
+                }
+                match to {
+                    Some(handler) => {
+                        if branches {
+                            self.tip(IpPacket::Tip, Some(handler), sink);
+                        }
+                        self.current_ip = handler;
+                    }
+                    None if self.enabled => self.disable(None, sink),
+                    None => {}
+                }
             }
             TraceEvent::Enable(ip) => {
-                self.flush_tnt(sink);
-                self.ip_packet(IpPacket::TipPge, Some(ip), sink);
+                self.tip(IpPacket::TipPge, Some(ip), sink);
                 self.current_ip = ip;
                 self.enabled = true;
+                self.returns.clear();
             }
             TraceEvent::Disable(ip) => {
-                self.flush_tnt(sink);
-                self.ip_packet(IpPacket::TipPgd, ip, sink);
-                self.enabled = false;
+                if self.enabled {
+                    self.disable(ip, sink);
+                }
             }
             TraceEvent::Mode(mode) => {
                 self.flush_tnt(sink);
@@ -131,9 +311,11 @@ impl PacketStream {
                 self.put(&mode_exec(mode), sink);
             }
             TraceEvent::Time(t) => {
-                self.flush_tnt(sink);
-                self.time = t & ((1 << 56) - 1);
-                self.put(&tsc(self.time), sink);
+                self.set_clock(t);
+                if self.config.tsc {
+                    self.flush_tnt(sink);
+                    self.put(&tsc(self.clock), sink);
+                }
             }
             TraceEvent::Frequency(r) => {
                 self.flush_tnt(sink);
@@ -150,6 +332,7 @@ impl PacketStream {
             }
             TraceEvent::Overflow => {
                 self.flush_tnt(sink);
+                self.returns.clear();
                 self.put(&OVF, sink);
             }
         }
@@ -166,19 +349,50 @@ impl PacketStream {
         self.tnt_count = 0;
     }
 
-    /// The PSB+ block: PSB, the current IP (FUP, when tracing), MODE.Exec,
-    /// TSC, CBR, PSBEND. IP compression restarts after it.
+    /// Tracing stops (TraceEn cleared): the return stack is forgotten, as
+    /// the decoder cannot know what ran meanwhile.
+    pub fn stop(&mut self, sink: &mut dyn PacketSink) {
+        self.flush_tnt(sink);
+        self.returns.clear();
+    }
+
+    fn tnt(&mut self, taken: bool, sink: &mut dyn PacketSink) {
+        self.tnt_bits = (self.tnt_bits << 1) | u64::from(taken);
+        self.tnt_count += 1;
+        if self.tnt_count == LONG_TNT_MAX {
+            self.flush_tnt(sink);
+        }
+    }
+
+    fn disable(&mut self, ip: Option<u64>, sink: &mut dyn PacketSink) {
+        self.tip(IpPacket::TipPgd, ip, sink);
+        self.enabled = false;
+        self.returns.clear();
+    }
+
+    /// The PSB+ block: PSB, the next instruction (FUP, when packets are
+    /// generated), MODE.Exec, TSC (if on), CBR, PSBEND. IP compression and
+    /// return compression restart after it.
     fn psb_plus(&mut self, sink: &mut dyn PacketSink) {
         self.since_psb = 0;
         self.put(&PSB, sink);
         self.ip.reset();
-        if self.enabled {
+        self.returns.clear();
+        if self.enabled && self.config.branches {
             self.ip_packet(IpPacket::Fup, Some(self.current_ip), sink);
         }
         self.put(&mode_exec(self.mode), sink);
-        self.put(&tsc(self.time), sink);
+        if self.config.tsc {
+            self.put(&tsc(self.clock), sink);
+        }
         self.put(&cbr(self.ratio), sink);
         self.put(&PSBEND, sink);
+    }
+
+    /// An IP packet, after the branch bits gathered before it.
+    fn tip(&mut self, kind: IpPacket, ip: Option<u64>, sink: &mut dyn PacketSink) {
+        self.flush_tnt(sink);
+        self.ip_packet(kind, ip, sink);
     }
 
     fn ip_packet(&mut self, kind: IpPacket, ip: Option<u64>, sink: &mut dyn PacketSink) {
@@ -190,5 +404,296 @@ impl PacketStream {
     fn put(&mut self, bytes: &[u8], sink: &mut dyn PacketSink) {
         self.since_psb = self.since_psb.saturating_add(bytes.len() as u64);
         sink.write(bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::vec::Vec;
+
+    use super::*;
+    use crate::pt::packet::{IpBytes, PSB};
+
+    struct Bytes(Vec<u8>);
+    impl PacketSink for Bytes {
+        fn write(&mut self, bytes: &[u8]) {
+            self.0.extend_from_slice(bytes);
+        }
+    }
+
+    /// A stream already past its first PSB+, tracing at `ip`.
+    fn tracing(config: PtConfig, ip: u64) -> (PacketStream, Bytes) {
+        let mut s = PacketStream::with_config(1 << 20, config);
+        let mut out = Bytes(Vec::new());
+        s.feed(TraceEvent::Enable(ip), &mut out);
+        out.0.clear();
+        (s, out)
+    }
+
+    const RETCOMP: PtConfig = PtConfig {
+        tsc: true,
+        return_compression: true,
+        branches: true,
+        psb_freq: 0,
+    };
+
+    #[test]
+    fn an_asynchronous_disable_is_fup_then_tip_pgd() {
+        let (mut s, mut out) = tracing(RETCOMP, 0x40_1000);
+        s.feed(
+            TraceEvent::Async {
+                from: 0x40_1234,
+                to: None,
+            },
+            &mut out,
+        );
+        // FUP with 16 bits of IP, then TIP.PGD with the IP suppressed.
+        assert_eq!(out.0, [0x3d, 0x34, 0x12, IpPacket::TipPgd.opcode()]);
+        assert!(!s.enabled());
+        // Nothing for branches until TIP.PGE; time still flows.
+        out.0.clear();
+        s.feed(
+            TraceEvent::Conditional {
+                taken: true,
+                next: 0x40_2000,
+            },
+            &mut out,
+        );
+        s.feed(TraceEvent::Indirect { target: 0x40_3000 }, &mut out);
+        s.feed(
+            TraceEvent::Async {
+                from: 0x40_3000,
+                to: None,
+            },
+            &mut out,
+        );
+        s.feed(TraceEvent::Disable(None), &mut out);
+        assert!(out.0.is_empty());
+        s.feed(TraceEvent::Time(77), &mut out);
+        assert_eq!(out.0, tsc(77));
+    }
+
+    #[test]
+    fn an_interrupt_into_traced_code_is_fup_then_tip() {
+        let (mut s, mut out) = tracing(RETCOMP, 0x40_1000);
+        s.feed(
+            TraceEvent::Conditional {
+                taken: false,
+                next: 0x40_1006,
+            },
+            &mut out,
+        );
+        s.feed(
+            TraceEvent::Async {
+                from: 0x40_1006,
+                to: Some(0x40_8000),
+            },
+            &mut out,
+        );
+        // The TNT bit first, then FUP and TIP.
+        assert_eq!(out.0, [short_tnt(0, 1), 0x3d, 0x06, 0x10, 0x2d, 0x00, 0x80]);
+    }
+
+    #[test]
+    fn the_psb_fup_is_the_next_instruction() {
+        let mut s = PacketStream::with_config(256, RETCOMP);
+        let mut out = Bytes(Vec::new());
+        s.feed(TraceEvent::Enable(0x40_0000), &mut out);
+        // Direct jumps and calls make no packet but move the IP: fill a
+        // period with them and conditional branches, then look at the FUP
+        // of the second PSB+.
+        let mut ip = 0x40_0000;
+        let mut expected = Vec::new();
+        while out.0.len() < 600 {
+            let psbs_before = out.0.windows(16).filter(|w| *w == PSB).count();
+            expected.push(ip);
+            let next = ip + 0x40;
+            let event = match ip / 0x40 % 3 {
+                0 => TraceEvent::Jump { target: next },
+                1 => TraceEvent::Conditional { taken: true, next },
+                _ => TraceEvent::Indirect { target: next },
+            };
+            s.feed(event, &mut out);
+            let psbs_after = out.0.windows(16).filter(|w| *w == PSB).count();
+            if psbs_after > psbs_before {
+                let at = out.0.windows(16).rposition(|w| w == PSB).unwrap() + 16;
+                // FUP with 32 bits of IP (the last IP is 0 after the PSB).
+                assert_eq!(out.0[at] >> 5, IpBytes::Update32 as u8);
+                let fup = u32::from_le_bytes(out.0[at + 1..at + 5].try_into().unwrap());
+                assert_eq!(
+                    u64::from(fup),
+                    ip,
+                    "the IP before the event that follows the PSB+"
+                );
+                return;
+            }
+            ip = next;
+        }
+        panic!("no second PSB");
+    }
+
+    #[test]
+    fn returns_compress_to_their_call_sites_only() {
+        let (mut s, mut out) = tracing(RETCOMP, 0x40_1000);
+        let call = |s: &mut PacketStream, out: &mut Bytes, ret| {
+            s.feed(
+                TraceEvent::Call {
+                    target: 0x40_5000,
+                    ret,
+                    indirect: false,
+                },
+                out,
+            )
+        };
+        call(&mut s, &mut out, 0x40_1005);
+        call(&mut s, &mut out, 0x40_5005);
+        // To the newest call site: a taken bit; to another site: a TIP.
+        s.feed(TraceEvent::Return { target: 0x40_5005 }, &mut out);
+        s.feed(TraceEvent::Return { target: 0x40_7777 }, &mut out);
+        // The stack popped at the mismatch too: nothing is left to match.
+        s.feed(TraceEvent::Return { target: 0x40_1005 }, &mut out);
+        assert_eq!(out.0, [short_tnt(1, 1), 0x2d, 0x77, 0x77, 0x2d, 0x05, 0x10]);
+        // noretcomp: every return a TIP.
+        let (mut s, mut out) = tracing(
+            PtConfig {
+                return_compression: false,
+                ..RETCOMP
+            },
+            0x40_1000,
+        );
+        call(&mut s, &mut out, 0x40_1005);
+        s.feed(TraceEvent::Return { target: 0x40_1005 }, &mut out);
+        assert_eq!(out.0, [0x2d, 0x05, 0x10]);
+    }
+
+    #[test]
+    fn no_return_compresses_across_a_psb_or_a_disable() {
+        let mut s = PacketStream::with_config(256, RETCOMP);
+        let mut out = Bytes(Vec::new());
+        s.feed(TraceEvent::Enable(0x40_1000), &mut out);
+        s.feed(
+            TraceEvent::Call {
+                target: 0x40_5000,
+                ret: 0x40_1005,
+                indirect: false,
+            },
+            &mut out,
+        );
+        while s.since_psb < s.psb_period {
+            s.feed(TraceEvent::Pad, &mut out);
+        }
+        let at = out.0.len();
+        s.feed(TraceEvent::Return { target: 0x40_1005 }, &mut out);
+        assert_eq!(out.0[at..at + 16], PSB, "a PSB+ came first");
+        // (IP compressed against the PSB+ FUP, the callee.)
+        assert_eq!(
+            &out.0[out.0.len() - 3..],
+            [0x2d, 0x05, 0x10],
+            "so the return is a TIP"
+        );
+        let (mut s, mut out) = tracing(RETCOMP, 0x40_1000);
+        s.feed(
+            TraceEvent::Call {
+                target: 0x40_5000,
+                ret: 0x40_1005,
+                indirect: false,
+            },
+            &mut out,
+        );
+        s.feed(
+            TraceEvent::Async {
+                from: 0x40_5000,
+                to: None,
+            },
+            &mut out,
+        );
+        s.feed(TraceEvent::Enable(0x40_5000), &mut out);
+        out.0.clear();
+        s.feed(TraceEvent::Return { target: 0x40_1005 }, &mut out);
+        assert_eq!(out.0, [0x2d, 0x05, 0x10]);
+    }
+
+    #[test]
+    fn the_call_stack_holds_64_returns() {
+        let (mut s, mut out) = tracing(RETCOMP, 0x40_0000);
+        for i in 0..65u64 {
+            s.feed(
+                TraceEvent::Call {
+                    target: 0x40_0000,
+                    ret: 0x40_1000 + i,
+                    indirect: false,
+                },
+                &mut out,
+            );
+        }
+        for i in (0..65u64).rev() {
+            s.feed(
+                TraceEvent::Return {
+                    target: 0x40_1000 + i,
+                },
+                &mut out,
+            );
+        }
+        s.flush_tnt(&mut out);
+        // 64 compressed returns in one long TNT and a short one, then the
+        // oldest, dropped from the stack, as a TIP.
+        let tips = out.0.iter().filter(|&&b| b == 0x2d).count();
+        assert_eq!(tips, 1);
+        assert_eq!(&out.0[out.0.len() - 3..], [0x2d, 0x00, 0x10]);
+    }
+
+    #[test]
+    fn tsc_and_branches_follow_the_configuration() {
+        let config = PtConfig {
+            tsc: false,
+            branches: false,
+            ..RETCOMP
+        };
+        let mut s = PacketStream::with_config(2048, config);
+        let mut out = Bytes(Vec::new());
+        s.set_clock(5);
+        s.feed(TraceEvent::Enable(0x40_0000), &mut out);
+        let psb_plus = out.0.len();
+        s.feed(TraceEvent::Time(9), &mut out);
+        s.feed(
+            TraceEvent::Conditional {
+                taken: true,
+                next: 1,
+            },
+            &mut out,
+        );
+        s.feed(TraceEvent::Indirect { target: 2 }, &mut out);
+        s.feed(
+            TraceEvent::Async {
+                from: 2,
+                to: Some(3),
+            },
+            &mut out,
+        );
+        s.flush_tnt(&mut out);
+        // PSB, MODE.Exec, CBR, PSBEND, TIP.PGE: no TSC, no FUP, and no
+        // branch packets after it.
+        assert_eq!(psb_plus, 16 + 2 + 4 + 2 + 5);
+        assert_eq!(out.0.len(), psb_plus);
+        assert_eq!(s.psb_period(), 2048);
+        let s = PacketStream::with_config(
+            2048,
+            PtConfig {
+                psb_freq: 3,
+                ..RETCOMP
+            },
+        );
+        assert_eq!(s.psb_period(), 16384);
+    }
+
+    #[test]
+    fn psb_tsc_is_the_running_clock() {
+        let mut s = PacketStream::with_config(256, RETCOMP);
+        let mut out = Bytes(Vec::new());
+        s.set_clock(0x1234);
+        s.feed(TraceEvent::Enable(0x40_0000), &mut out);
+        let at = out.0.windows(8).position(|w| w[0] == 0x19).unwrap();
+        assert_eq!(out.0[at..at + 8], tsc(0x1234));
     }
 }

@@ -7,6 +7,7 @@
 
 use core::cell::{Cell, RefCell};
 
+use super::config::PtConfig;
 use super::stream::{PacketSink, PacketStream, TraceEvent};
 use super::topa::{PhysMap, TopaPosition, TopaTable};
 
@@ -34,6 +35,9 @@ pub trait TraceHw {
     fn set_output(&self, base: u64, mask_ptrs: u64);
     /// Reads `OUTPUT_BASE` and `OUTPUT_MASK_PTRS`.
     fn output(&self) -> (u64, u64);
+    /// Writes the configuration fields of `RTIT_CTL` (`TSCEn`, `DisRETC`,
+    /// `BranchEn`, `PSBFreq`), as `pt_config` does before it sets TraceEn.
+    fn configure(&self, config: PtConfig);
     /// Reads `RTIT_STATUS`.
     fn status(&self) -> u64;
     /// Writes `RTIT_STATUS`.
@@ -47,7 +51,12 @@ pub trait TraceHw {
 pub struct SoftTracer<'p> {
     phys: &'p dyn PhysMap,
     stream: Cell<Option<PacketStream>>,
-    psb_period: u64,
+    /// The PSB period of `PSBFreq` 0.
+    psb_base: u64,
+    /// What `RTIT_CTL` says; a new value starts a new stream.
+    config: Cell<PtConfig>,
+    /// The timestamp counter, running whether tracing is on or not.
+    clock: Cell<u64>,
     enabled: Cell<bool>,
     topa: Cell<bool>,
     base: Cell<u64>,
@@ -65,12 +74,19 @@ pub struct SoftTracer<'p> {
 }
 
 impl<'p> SoftTracer<'p> {
-    /// A stopped tracer emitting a PSB+ every `psb_period` bytes.
-    pub fn new(phys: &'p dyn PhysMap, psb_period: u64) -> SoftTracer<'p> {
+    /// A stopped tracer whose `PSBFreq` 0 means a PSB+ every `psb_base`
+    /// bytes (2 KiB on hardware; tests take smaller ones), configured as
+    /// [`PtConfig::default`] with TSC packets on until a driver programs it.
+    pub fn new(phys: &'p dyn PhysMap, psb_base: u64) -> SoftTracer<'p> {
         SoftTracer {
             phys,
             stream: Cell::new(None),
-            psb_period,
+            psb_base,
+            config: Cell::new(PtConfig {
+                tsc: true,
+                ..PtConfig::default()
+            }),
+            clock: Cell::new(0),
             enabled: Cell::new(false),
             topa: Cell::new(true),
             base: Cell::new(0),
@@ -97,16 +113,47 @@ impl<'p> SoftTracer<'p> {
     /// Something happened on the CPU: the packets for it go to the output
     /// while tracing is on, and are not generated at all while it is off.
     pub fn trace(&self, event: TraceEvent) {
+        if let TraceEvent::Time(tsc) = event {
+            self.clock.set(tsc);
+        }
         if !self.enabled.get() {
             return;
         }
         let mut stream = self
             .stream
             .take()
-            .unwrap_or_else(|| PacketStream::new(self.psb_period));
+            .unwrap_or_else(|| PacketStream::with_config(self.psb_base, self.config.get()));
+        stream.set_clock(self.clock.get());
         let mut out = Output { tracer: self };
         stream.feed(event, &mut out);
         self.stream.set(Some(stream));
+    }
+
+    /// The timestamp counter now reads `tsc` (no packet; later PSB+ blocks
+    /// carry it).
+    pub fn set_clock(&self, tsc: u64) {
+        self.clock.set(tsc);
+    }
+
+    /// The configuration `RTIT_CTL` holds.
+    pub fn config(&self) -> PtConfig {
+        self.config.get()
+    }
+
+    /// Whether packet generation is on (between TIP.PGE and TIP.PGD, with
+    /// TraceEn set).
+    pub fn generating(&self) -> bool {
+        if !self.enabled.get() {
+            return false;
+        }
+        match self.stream.take() {
+            Some(s) => {
+                let on = s.enabled();
+                self.stream.set(Some(s));
+                on
+            }
+            None => false,
+        }
     }
 
     /// Takes the ToPA PMIs raised since the last call (an INT region filled).
@@ -254,7 +301,7 @@ impl TraceHw for SoftTracer<'_> {
         // tracing is on again.
         if self.enabled.get() {
             if let Some(mut stream) = self.stream.take() {
-                stream.flush_tnt(&mut Output { tracer: self });
+                stream.stop(&mut Output { tracer: self });
                 self.stream.set(Some(stream));
             }
         }
@@ -276,6 +323,17 @@ impl TraceHw for SoftTracer<'_> {
 
     fn output(&self) -> (u64, u64) {
         (self.base.get(), self.mask_ptrs.get())
+    }
+
+    fn configure(&self, config: PtConfig) {
+        if config != self.config.get() {
+            // A new configuration: the next packet starts a new stream
+            // (PSB+ first). Drivers configure with tracing off.
+            self.config.set(config);
+            if !self.enabled.get() {
+                self.stream.set(None);
+            }
+        }
     }
 
     fn status(&self) -> u64 {

@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! The Intel PT event configuration: the `attr.config` bits of the
+//! `intel_pt` PMU's `format/` attributes (`arch/x86/events/intel/pt.c`),
+//! checked as `pt_event_valid` checks them against what this tracer
+//! implements, and turned into the `IA32_RTIT_CTL` value `pt_config`
+//! programs.
+//!
+//! ```
+//! use perfaux::pt::config::{PtConfig, bits};
+//! // `perf record -e intel_pt/tsc,noretcomp,psb_period=2/`
+//! let c = PtConfig::from_attr(bits::TSC | bits::NORETCOMP | (2 << bits::PSB_PERIOD_SHIFT)).unwrap();
+//! assert!(c.tsc && !c.return_compression && c.branches);
+//! assert_eq!(c.psb_freq, 2);
+//! // MTC is not implemented: refused, as `pt_event_valid` refuses it on
+//! // hardware without the `mtc` capability.
+//! assert!(PtConfig::from_attr(bits::MTC).is_err());
+//! ```
+
+use crate::error::{Error, Result};
+
+/// The `attr.config` bits (`/sys/bus/event_source/devices/intel_pt/format/`),
+/// which are the `IA32_RTIT_CTL` bits of the same names.
+pub mod bits {
+    /// `pt` (config:0): `RTIT_CTL.TraceEn` as "pass-through": with it set,
+    /// `branch` is honoured as given; without it, branches are always on.
+    pub const PT: u64 = 1 << 0;
+    /// `cyc` (config:1): cycle-accurate mode (CYC packets).
+    pub const CYC: u64 = 1 << 1;
+    /// `pwr_evt` (config:4): power event trace.
+    pub const PWR_EVT: u64 = 1 << 4;
+    /// `fup_on_ptw` (config:5).
+    pub const FUP_ON_PTW: u64 = 1 << 5;
+    /// `mtc` (config:9): MTC timing packets.
+    pub const MTC: u64 = 1 << 9;
+    /// `tsc` (config:10): TSC packets.
+    pub const TSC: u64 = 1 << 10;
+    /// `noretcomp` (config:11): every return is a TIP (`RTIT_CTL.DisRETC`).
+    pub const NORETCOMP: u64 = 1 << 11;
+    /// `ptw` (config:12): PTWRITE packets.
+    pub const PTW: u64 = 1 << 12;
+    /// `branch` (config:13): branch packets (`RTIT_CTL.BranchEn`).
+    pub const BRANCH: u64 = 1 << 13;
+    /// `mtc_period` (config:14-17).
+    pub const MTC_PERIOD: u64 = 0xf << 14;
+    /// `cyc_thresh` (config:19-22).
+    pub const CYC_THRESH: u64 = 0xf << 19;
+    /// `psb_period` (config:24-27): a PSB+ every 2 KiB << n of output.
+    pub const PSB_PERIOD: u64 = 0xf << PSB_PERIOD_SHIFT;
+    /// Where `psb_period` starts.
+    pub const PSB_PERIOD_SHIFT: u32 = 24;
+    /// `event` (config:31): event trace.
+    pub const EVENT: u64 = 1 << 31;
+    /// `notnt` (config:55): TNT disable.
+    pub const NOTNT: u64 = 1 << 55;
+    /// `PT_CONFIG_MASK`: every bit `pt_event_valid` lets through at all.
+    pub const MASK: u64 = PT
+        | TSC
+        | NORETCOMP
+        | BRANCH
+        | CYC
+        | CYC_THRESH
+        | PSB_PERIOD
+        | MTC
+        | MTC_PERIOD
+        | PWR_EVT
+        | EVENT
+        | NOTNT
+        | FUP_ON_PTW
+        | PTW;
+}
+
+/// The PSB frequencies this tracer offers (`caps/psb_periods`): 2 KiB to
+/// 64 KiB, encodings 0 to 5.
+pub const PSB_PERIODS: u64 = 0x3f;
+
+/// What the tracer does for one event: the fields of `IA32_RTIT_CTL` it
+/// honours.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PtConfig {
+    /// TSC packets (in every PSB+ and when asked for).
+    pub tsc: bool,
+    /// Returns to the matching call site are a taken TNT bit (`noretcomp`
+    /// clear), else every return is a TIP.
+    pub return_compression: bool,
+    /// Branch packets (TNT, TIP, FUP); off only with `pt` and no `branch`.
+    pub branches: bool,
+    /// `PSBFreq`: a PSB+ every `2 KiB << psb_freq` of output.
+    pub psb_freq: u8,
+}
+
+impl Default for PtConfig {
+    /// `attr.config` 0: branches on (the legacy default), no TSC, returns
+    /// compressed, a PSB+ every 2 KiB.
+    fn default() -> PtConfig {
+        PtConfig {
+            tsc: false,
+            return_compression: true,
+            branches: true,
+            psb_freq: 0,
+        }
+    }
+}
+
+impl PtConfig {
+    /// `pt_event_valid` for a tracer whose capabilities are: `psb_cyc`
+    /// (configurable PSB frequency, [`PSB_PERIODS`]) with cycle threshold 0
+    /// only; no `mtc`, `power_event_trace`, `event_trace`, `tnt_disable` or
+    /// `ptwrite`; `branch_en_always_on` clear. `EINVAL` for anything else,
+    /// as Linux returns from `pt_event_init`.
+    ///
+    /// One deviation, by necessity: `cyc` is refused too (the software
+    /// tracer writes no CYC packets), where hardware with `psb_cyc` takes it.
+    pub fn from_attr(attr_config: u64) -> Result<PtConfig> {
+        use bits::*;
+        if attr_config & MASK != attr_config {
+            return Err(Error::Invalid);
+        }
+        let psb_freq = (attr_config & PSB_PERIOD) >> PSB_PERIOD_SHIFT;
+        if psb_freq != 0 && PSB_PERIODS & (1 << psb_freq) == 0 {
+            return Err(Error::Invalid);
+        }
+        if attr_config & (CYC | CYC_THRESH | MTC | MTC_PERIOD | PWR_EVT | EVENT | NOTNT | PTW) != 0
+        {
+            return Err(Error::Invalid);
+        }
+        // FUPonPTW without PTW makes no sense (and PTW is not offered).
+        if attr_config & FUP_ON_PTW != 0 {
+            return Err(Error::Invalid);
+        }
+        // BRANCH only with the pass-through bit; without it branches are on.
+        let branches = if attr_config & PT != 0 {
+            attr_config & BRANCH != 0
+        } else if attr_config & BRANCH != 0 {
+            return Err(Error::Invalid);
+        } else {
+            true
+        };
+        Ok(PtConfig {
+            tsc: attr_config & TSC != 0,
+            return_compression: attr_config & NORETCOMP == 0,
+            branches,
+            psb_freq: psb_freq as u8,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bits::*;
+    use super::*;
+
+    #[test]
+    fn pt_event_valid_rules() {
+        assert_eq!(PtConfig::from_attr(0), Ok(PtConfig::default()));
+        // BRANCH without the pass-through bit is refused; with it, honoured.
+        assert_eq!(PtConfig::from_attr(BRANCH), Err(Error::Invalid));
+        assert!(PtConfig::from_attr(PT | BRANCH).unwrap().branches);
+        assert!(!PtConfig::from_attr(PT).unwrap().branches);
+        // Bits outside PT_CONFIG_MASK.
+        assert_eq!(PtConfig::from_attr(1 << 2), Err(Error::Invalid));
+        assert_eq!(PtConfig::from_attr(1 << 63), Err(Error::Invalid));
+        // PSB periods 0-5 offered, 6-15 not.
+        for n in 0..16u64 {
+            let r = PtConfig::from_attr(n << PSB_PERIOD_SHIFT);
+            assert_eq!(r.is_ok(), n <= 5, "psb_period={n}");
+        }
+        for bad in [
+            CYC,
+            MTC,
+            3 << 14,
+            PWR_EVT,
+            EVENT,
+            NOTNT,
+            PTW,
+            FUP_ON_PTW,
+            1 << 19,
+        ] {
+            assert_eq!(PtConfig::from_attr(bad), Err(Error::Invalid), "{bad:#x}");
+        }
+        let c = PtConfig::from_attr(TSC | NORETCOMP).unwrap();
+        assert!(c.tsc && !c.return_compression);
+    }
+}
