@@ -55,9 +55,28 @@ pub struct RecordArgs {
     /// Sampling event in the PT group (repeat for more).
     #[arg(short, long = "event", value_enum, default_values_t = [EventArg::Cycles])]
     events: Vec<EventArg>,
+    /// Trace the kernel's interrupt handler too (`intel_pt//`, `cycles`):
+    /// its code is written to `<output>.perfaux-vmlinux` for
+    /// `perf script --vmlinux`. Default: user space only (`intel_pt//u`).
+    #[arg(long)]
+    kernel: bool,
+    /// Write the ground truth here: every branch an ideal decoder shows per
+    /// CPU, and each sample's branch stack.
+    #[arg(long, value_name = "FILE")]
+    truth: Option<PathBuf>,
     /// No progress bar or summary.
     #[arg(short, long)]
     quiet: bool,
+}
+
+/// Where the program's ELF goes: beside the output, named after it (a
+/// different program per seed, so never shared between files).
+pub fn binary_path(output: &std::path::Path, suffix: &str) -> Result<PathBuf, String> {
+    let abs = std::path::absolute(output)
+        .map_err(|e| format!("cannot resolve {}: {e}", output.display()))?;
+    let mut name = abs.file_name().unwrap_or_default().to_os_string();
+    name.push(suffix);
+    Ok(abs.with_file_name(name))
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -130,10 +149,25 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             })
             .collect(),
         cmdline: std::env::args().collect(),
+        kernel: args.kernel,
+        truth: args.truth.is_some(),
+        binary: String::new(),
     };
+    let mut config = config;
+    let elf_path = binary_path(&args.output, ".perfaux-demo")?;
+    config.binary = elf_path
+        .to_str()
+        .ok_or_else(|| format!("{}: not a UTF-8 path", elf_path.display()))?
+        .to_owned();
     config.check()?;
     let file = File::create(&args.output)
         .map_err(|e| format!("cannot create {}: {e}", args.output.display()))?;
+    // Opened first, so that a bad path fails before the run.
+    let truth_file = args
+        .truth
+        .as_ref()
+        .map(|p| File::create(p).map_err(|e| format!("cannot create {}: {e}", p.display())))
+        .transpose()?;
     let started = Instant::now();
     // Hidden until the run has taken a second: short runs print no bar.
     let bar = ProgressBar::with_draw_target(Some(1000), ProgressDrawTarget::hidden());
@@ -142,7 +176,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             .map_err(|e| e.to_string())?,
     );
     let mut shown = false;
-    let (summary, out) = sim::record(&config, BufWriter::new(file), &mut |p| {
+    let (summary, out, outputs) = sim::record(&config, BufWriter::new(file), &mut |p| {
         if !args.quiet && !shown && started.elapsed() > Duration::from_secs(1) {
             bar.set_draw_target(ProgressDrawTarget::stderr());
             shown = true;
@@ -155,6 +189,17 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         .map_err(|e| format!("writing {}: {}", args.output.display(), e.error()))?
         .sync_all()
         .map_err(|e| format!("writing {}: {e}", args.output.display()))?;
+    std::fs::write(&elf_path, &outputs.elf)
+        .map_err(|e| format!("writing {}: {e}", elf_path.display()))?;
+    let vmlinux = binary_path(&args.output, ".perfaux-vmlinux")?;
+    if let Some(k) = &outputs.kernel_elf {
+        std::fs::write(&vmlinux, k).map_err(|e| format!("writing {}: {e}", vmlinux.display()))?;
+    }
+    if let (Some(mut f), Some(t), Some(p)) = (truth_file, &outputs.truth, &args.truth) {
+        use std::io::Write as _;
+        f.write_all(t.as_bytes())
+            .map_err(|e| format!("writing {}: {e}", p.display()))?;
+    }
     let took = started.elapsed().as_secs_f64();
     if !args.quiet {
         let file_bytes = std::fs::metadata(&args.output)
@@ -196,8 +241,14 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             file_bytes as f64 / took / 1e6,
             summary.samples as f64 / took
         );
+        println!("  program   {}", elf_path.display());
+        let vm = if outputs.kernel_elf.is_some() {
+            format!(" --vmlinux {}", vmlinux.display())
+        } else {
+            String::new()
+        };
         println!(
-            "next: perf script -D -i {0} | less   or   perfaux dump --check {0}",
+            "next: perf script --itrace=L16 -F +brstacksym -i {0}{vm}   or   perfaux dump --check {0}",
             args.output.display()
         );
     }

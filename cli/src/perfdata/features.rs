@@ -17,6 +17,22 @@ pub struct GroupDesc {
     pub members: u32,
 }
 
+/// One `HEADER_BUILD_ID` entry (`struct perf_record_header_build_id`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BuildId {
+    /// The machine's pid (-1: the host).
+    pub pid: i32,
+    /// `PERF_RECORD_MISC_USER` or `_KERNEL`.
+    pub misc: u16,
+    /// The GNU build-id (20 bytes).
+    pub id: Vec<u8>,
+    /// The binary's path.
+    pub path: String,
+}
+
+/// `PERF_RECORD_MISC_BUILD_ID_SIZE`: the entry says the build-id's size.
+const MISC_BUILD_ID_SIZE: u16 = 1 << 15;
+
 /// The feature sections of a file. `None`/empty: the section is absent.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Features {
@@ -39,6 +55,11 @@ pub struct Features {
     /// `HEADER_EVENT_DESC` names, in event order (filled by the reader; the
     /// writer takes names from the events).
     pub event_names: Vec<String>,
+    /// `HEADER_BUILD_ID`.
+    pub build_ids: Vec<BuildId>,
+    /// `HEADER_AUXTRACE`: the number of index entries (`Some(0)`: an empty
+    /// index, which lets perf read AUX data with `-F +brstackinsn`).
+    pub auxtrace_index: Option<u64>,
 }
 
 /// Appends a perf string: `u32 len` (NUL included, rounded up to
@@ -101,6 +122,24 @@ impl Features {
     /// `events` are (attr bytes of [`FILE_ATTR_SIZE`], name, ids).
     pub(super) fn encode(&self, events: &[(&[u8], &str, &[u64])]) -> Vec<(u32, Vec<u8>)> {
         let mut out = Vec::new();
+        if !self.build_ids.is_empty() {
+            let mut b = Vec::new();
+            for e in &self.build_ids {
+                let len = (e.path.len() + 1).div_ceil(NAME_ALIGN) * NAME_ALIGN;
+                b.extend_from_slice(&0u32.to_le_bytes()); // header.type
+                b.extend_from_slice(&(e.misc | MISC_BUILD_ID_SIZE).to_le_bytes());
+                b.extend_from_slice(&((36 + len) as u16).to_le_bytes());
+                b.extend_from_slice(&e.pid.to_le_bytes());
+                let mut id = [0u8; 24];
+                let n = e.id.len().min(20);
+                id[..n].copy_from_slice(&e.id[..n]);
+                id[20] = n as u8;
+                b.extend_from_slice(&id);
+                b.extend_from_slice(e.path.as_bytes());
+                b.resize(b.len() + len - e.path.len(), 0);
+            }
+            out.push((feature::BUILD_ID, b));
+        }
         let string = |bit, s: &Option<String>, out: &mut Vec<(u32, Vec<u8>)>| {
             if let Some(s) = s {
                 let mut b = Vec::new();
@@ -159,6 +198,12 @@ impl Features {
             }
             out.push((feature::GROUP_DESC, b));
         }
+        if let Some(n) = self.auxtrace_index {
+            // Only an empty index is written: perf then reads AUXTRACE
+            // records in file order.
+            debug_assert_eq!(n, 0);
+            out.push((feature::AUXTRACE, 0u64.to_le_bytes().to_vec()));
+        }
         out
     }
 
@@ -209,6 +254,35 @@ impl Features {
                         members,
                     });
                 }
+            }
+            feature::BUILD_ID => {
+                while c.at < c.bytes.len() {
+                    let head = c.take(8)?;
+                    let misc = u16::from_le_bytes([head[4], head[5]]);
+                    let size = u16::from_le_bytes([head[6], head[7]]) as usize;
+                    let pid = c.u32()? as i32;
+                    let id = c.take(24)?;
+                    let n = if misc & MISC_BUILD_ID_SIZE != 0 {
+                        usize::from(id[20]).min(20)
+                    } else {
+                        20
+                    };
+                    let name = c.take(
+                        size.checked_sub(36)
+                            .ok_or_else(|| c.err("a build-id entry shorter than its header"))?,
+                    )?;
+                    let path = name.split(|&b| b == 0).next().unwrap_or_default();
+                    self.build_ids.push(BuildId {
+                        pid,
+                        misc: misc & !MISC_BUILD_ID_SIZE,
+                        id: id[..n].to_vec(),
+                        path: String::from_utf8_lossy(path).into_owned(),
+                    });
+                }
+            }
+            feature::AUXTRACE => {
+                let head = c.take(8)?;
+                self.auxtrace_index = Some(u64::from_le_bytes(head.try_into().unwrap_or([0; 8])));
             }
             _ => {}
         }

@@ -10,7 +10,7 @@ mod reader;
 mod sample;
 mod writer;
 
-pub use features::{Features, GroupDesc};
+pub use features::{BuildId, Features, GroupDesc};
 pub use reader::{FileEvent, FormatError, PerfData, Record, Records};
 pub use sample::{ParsedSample, SampleIdTrailer, parse_sample, parse_trailer, trailer_size};
 pub use writer::{Writer, WriterEvent};
@@ -27,6 +27,8 @@ pub const NAME_ALIGN: usize = 64;
 
 /// Bits of the header's feature bitmap (`HEADER_*` in `util/header.h`).
 pub mod feature {
+    /// `HEADER_BUILD_ID`: the build-ids of the binaries the samples hit.
+    pub const BUILD_ID: u32 = 2;
     /// `HEADER_HOSTNAME`: a string.
     pub const HOSTNAME: u32 = 3;
     /// `HEADER_OSRELEASE`: a string.
@@ -45,6 +47,8 @@ pub mod feature {
     pub const PMU_MAPPINGS: u32 = 16;
     /// `HEADER_GROUP_DESC`: event groups.
     pub const GROUP_DESC: u32 = 17;
+    /// `HEADER_AUXTRACE`: the index of the AUXTRACE records (may be empty).
+    pub const AUXTRACE: u32 = 18;
     /// Size of the bitmap in bits (`HEADER_FEAT_BITS`).
     pub const BITS: u32 = 256;
 
@@ -60,6 +64,8 @@ pub mod feature {
             EVENT_DESC => "event_desc",
             PMU_MAPPINGS => "pmu_mappings",
             GROUP_DESC => "group_desc",
+            BUILD_ID => "build_id",
+            AUXTRACE => "auxtrace",
             _ => "other",
         }
     }
@@ -69,6 +75,8 @@ pub mod feature {
 pub mod user_record {
     /// `PERF_RECORD_FINISHED_ROUND`: everything before is sorted out.
     pub const FINISHED_ROUND: u32 = 68;
+    /// `PERF_RECORD_ID_INDEX`: the mmap, CPU and task of each event id.
+    pub const ID_INDEX: u32 = 69;
     /// `PERF_RECORD_AUXTRACE_INFO`: the AUX decoder's parameters.
     pub const AUXTRACE_INFO: u32 = 70;
     /// `PERF_RECORD_AUXTRACE`: a piece of AUX area data follows the record.

@@ -11,10 +11,14 @@
 //! CPUs in turn, simulated time is counted in cycles, and every random
 //! choice comes from the seed, so the same seed writes the same bytes.
 
+pub mod code;
+pub mod elf;
 pub mod memory;
 pub mod program;
+pub mod records;
+pub mod truth;
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::io::{Seek, Write};
 
 use perfaux::PmuCaps;
@@ -22,36 +26,39 @@ use perfaux::abi::{PerfEventAttr, attr_flags, aux_flags, misc, record_type, samp
 use perfaux::aux::{AreaOutput, AuxArea, AuxConfig};
 use perfaux::event::{Buffer, Event, EventConfig};
 use perfaux::pmu::{EventInfo, Platform, Pmu};
+use perfaux::pt::config::bits as pt_bits;
 use perfaux::pt::pmu::PtPmu;
-use perfaux::pt::stream::TraceEvent;
+use perfaux::pt::stream::{PacketSink, TraceEvent};
 use perfaux::pt::topa::{IdentityMap, Topa, TopaTable};
 use perfaux::pt::tracer::SoftTracer;
 use perfaux::ring::{Consumer, FixedEvent, Ring, RingConfig, SampleId};
 use perfaux::sample::{IrqMask, SampleData};
 
+use self::code::{Code, Shape};
 use self::memory::CpuMemory;
-use self::program::{BINARY, Binary, KERNEL_IRQ, TEXT_SIZE, TEXT_START, Thread, irq_handler};
+use self::program::{KERNEL_TEXT_START, TEXT_START, Thread};
+use self::truth::{Branch, CpuTruth, SamplePoint};
 use crate::perfdata::{
-    AUXTRACE_INTEL_PT, Features, GroupDesc, Writer, WriterEvent, intel_pt_priv, parse_sample,
-    user_record,
+    AUXTRACE_INTEL_PT, BuildId, Features, GroupDesc, Writer, WriterEvent, intel_pt_priv,
+    parse_sample, user_record,
 };
 use crate::rng::SplitMix64;
 
 /// The `attr.type` of the simulated `intel_pt` PMU.
 pub const PT_TYPE: u32 = 8;
+/// The tracer's PSB period for `psb_period=0`: 2 KiB, as the hardware's.
+const PSB_BASE: u64 = 2048;
 /// Bytes between PSB+ sequences: `psb_period=0`, 2^(0+11), the smallest
 /// Intel PT offers, so that every default 4 KiB sample holds a PSB (a
 /// decoder's sync point) with room to spare.
-pub const PSB_PERIOD: u64 = 2048;
-/// `tsc` in the intel_pt config (`RTIT_CTL.TSCEn`).
-pub const TSC_BIT: u32 = 10;
-/// `noretcomp` in the intel_pt config: returns are TIPs, as the tracer writes them.
-pub const NORETCOMP_BIT: u32 = 11;
+pub const PSB_PERIOD: u64 = PSB_BASE;
 /// The perf time of the first simulated cycle (ns).
 pub const START_NS: u64 = 1_000_000_000;
-/// The simulated CPUs run at 2 GHz: two cycles a nanosecond. TSC packets
-/// carry perf time directly (`time_mult` 1, `time_shift` 0).
+/// The simulated CPUs run at 2 GHz: two cycles a nanosecond, and so does
+/// the TSC: perf time = TSC / 2 (`time_shift` 1, `time_mult` 1).
 pub const CYCLES_PER_NS: u64 = 2;
+/// The program's name (its COMM).
+pub const PROGRAM: &str = "perfaux-demo";
 /// Cycles each CPU runs before the rings are drained (100 µs).
 const QUANTUM: u64 = 200_000;
 /// Cycles a thread runs before the CPU switches to the next (1 ms).
@@ -60,6 +67,12 @@ const TIMESLICE: u64 = 2_000_000;
 const TSC_EVERY: u64 = 20_000;
 /// One step in this many takes an interrupt.
 const IRQ_ONE_IN: u64 = 5000;
+/// Cycles an interrupt spends in the kernel.
+const IRQ_CYCLES: u64 = 1200;
+/// Cycles a PMI spends in the kernel (the sample is taken halfway).
+const PMI_CYCLES: u64 = 600;
+/// Cycles on each side of a context switch's records.
+const SWITCH_CYCLES: u64 = 400;
 /// Threads per CPU.
 const THREADS_PER_CPU: usize = 2;
 
@@ -136,6 +149,14 @@ pub struct Config {
     pub counters: Vec<Counter>,
     /// The command line, for the file's cmdline feature.
     pub cmdline: Vec<String>,
+    /// Trace the kernel's interrupt handler too (`intel_pt//` instead of
+    /// `intel_pt//u`).
+    pub kernel: bool,
+    /// Keep what the ground truth needs and render it ([`Outputs::truth`]).
+    pub truth: bool,
+    /// The path the MMAP2 records give the program's ELF (where the caller
+    /// writes [`Outputs::elf`]).
+    pub binary: String,
 }
 
 impl Config {
@@ -265,21 +286,34 @@ impl Pmu for CounterPmu {
 /// `sample_id` layout in all of them, and IDENTIFIER to find the event.
 const ID_FIELDS: u64 = st::TID | st::TIME | st::CPU | st::IDENTIFIER;
 
-/// The PT leader's attr (what `perf record -e intel_pt//` opens).
-pub fn leader_attr(mode: Mode) -> PerfEventAttr {
+/// The PT leader's name in the file.
+fn leader_name(config: &Config) -> &'static str {
+    if config.kernel {
+        "intel_pt//"
+    } else {
+        "intel_pt//u"
+    }
+}
+
+/// The PT leader's attr, as `perf record -e intel_pt//u` opens it: TSC
+/// packets, return compression, `psb_period=0`, context switch records.
+pub fn leader_attr(config: &Config) -> PerfEventAttr {
     let mut a = PerfEventAttr::new(136);
     a.type_ = PT_TYPE;
-    a.config = (1 << TSC_BIT) | (1 << NORETCOMP_BIT); // psb_period=0 (bits 24-27)
+    a.config = pt_bits::TSC;
     a.sample_period = 1;
     a.sample_type = st::IP | ID_FIELDS;
-    a.flags = attr_flags::SAMPLE_ID_ALL | attr_flags::EXCLUDE_GUEST;
-    if mode == Mode::Full {
+    a.flags = attr_flags::SAMPLE_ID_ALL | attr_flags::EXCLUDE_GUEST | attr_flags::CONTEXT_SWITCH;
+    if !config.kernel {
+        a.flags |= attr_flags::EXCLUDE_KERNEL | attr_flags::EXCLUDE_HV;
+    }
+    if config.mode == Mode::Full {
         a.aux_watermark = 0; // half the area, the kernel's default
     }
     a
 }
 
-/// A sampler's attr.
+/// A sampler's attr (`cycles:u`, or `cycles` with `--kernel`).
 pub fn sampler_attr(counter: Counter, config: &Config) -> PerfEventAttr {
     let mut a = PerfEventAttr::new(136);
     a.type_ = 0; // PERF_TYPE_HARDWARE
@@ -291,6 +325,9 @@ pub fn sampler_attr(counter: Counter, config: &Config) -> PerfEventAttr {
         a.aux_sample_size = config.aux_sample_size;
     }
     a.flags = attr_flags::SAMPLE_ID_ALL | attr_flags::EXCLUDE_GUEST;
+    if !config.kernel {
+        a.flags |= attr_flags::EXCLUDE_KERNEL | attr_flags::EXCLUDE_HV;
+    }
     a
 }
 
@@ -308,6 +345,62 @@ struct CpuState {
     next_tsc: u64,
     counts: Vec<u64>,
     rng: SplitMix64,
+    /// What the CPU did, for `--truth` (always kept: the drain matches
+    /// samples to their windows).
+    truth: CpuTruth,
+}
+
+/// What a run leaves besides the perf.data file.
+pub struct Outputs {
+    /// The program's ELF, to write at [`Config::binary`].
+    pub elf: Vec<u8>,
+    /// The kernel handler's ELF (`--kernel`), for `perf script --vmlinux`.
+    pub kernel_elf: Option<Vec<u8>>,
+    /// The ground truth ([`truth::render`]), if asked for.
+    pub truth: Option<String>,
+}
+
+/// The user program and, with `--kernel`, the interrupt handler.
+pub struct Programs {
+    /// The user program.
+    pub user: Code,
+    /// The handler, when the kernel is traced.
+    pub kernel: Option<Code>,
+}
+
+impl Programs {
+    /// The programs of `config`'s seed.
+    pub fn generate(config: &Config) -> Programs {
+        let mut rng = SplitMix64::new(config.seed ^ 0x636f_6465); // "code"
+        let user = Code::generate(
+            Shape {
+                text_base: TEXT_START,
+                functions: 48,
+                levels: 6,
+                prefix: "demo",
+                handler: false,
+                tables: true,
+            },
+            &mut rng,
+        );
+        // The handler: conditional branches only, then `iretq`, so that
+        // every branch in it has a packet of its own (a direct jump before
+        // the `iretq` would be walked after the TSC that precedes it).
+        let kernel = config.kernel.then(|| {
+            Code::generate(
+                Shape {
+                    text_base: KERNEL_TEXT_START,
+                    functions: 1,
+                    levels: 1,
+                    prefix: "perfaux_irq",
+                    handler: true,
+                    tables: false,
+                },
+                &mut rng,
+            )
+        });
+        Programs { user, kernel }
+    }
 }
 
 /// Runs the simulation of `config`, writing perf.data into `out`.
@@ -315,12 +408,13 @@ pub fn record<W: Write + Seek>(
     config: &Config,
     out: W,
     progress: &mut dyn FnMut(Progress),
-) -> Result<(Summary, W), String> {
+) -> Result<(Summary, W, Outputs), String> {
     config.check()?;
     let cpus = config.cpus;
     let counters = config.counters.len();
     let mut seed_rng = SplitMix64::new(config.seed);
-    let binary = Binary::generate(&mut seed_rng);
+    let programs = Programs::generate(config);
+    let code = &programs.user;
 
     // The engine objects, layer by layer (each borrows the ones before).
     let overwrite = config.mode == Mode::Snapshot;
@@ -361,31 +455,27 @@ pub fn record<W: Write + Seek>(
         .map(|_| vec![TopaTable::new(); regions.div_ceil(400) + 1])
         .collect();
     let tracers: Vec<SoftTracer<'_>> = (0..cpus)
-        .map(|_| SoftTracer::new(&IdentityMap, PSB_PERIOD))
+        .map(|_| SoftTracer::new(&IdentityMap, PSB_BASE))
         .collect();
-    let leader_attr = leader_attr(config.mode);
+    let taps: Vec<RefCell<StreamTap>> = (0..cpus)
+        .map(|_| RefCell::new(StreamTap::default()))
+        .collect();
+    for (t, tap) in tracers.iter().zip(&taps) {
+        t.set_tap(Some(tap));
+    }
+    let leader_attr = leader_attr(config);
     let mut pts = Vec::new();
     for (c, t) in tables.iter_mut().enumerate() {
         let topa = Topa::build(t, memories[c].aux_pages(), &IdentityMap)
             .map_err(|e| format!("ToPA: {e:?}"))?;
         let id = event_id(c, 0, counters);
-        let record_event = FixedEvent {
-            id,
-            sample_id: Some(SampleId {
-                sample_type: leader_attr.sample_type,
-                id,
-                stream_id: id,
-                cpu: c as u32,
-                ..SampleId::default()
-            }),
-        };
         let pt = PtPmu::new(
             &tracers[c],
             &IdentityMap,
             topa,
             &areas[c],
             &rings[c],
-            record_event,
+            leader_record_event(&leader_attr, id, c),
         )
         .map_err(|e| format!("PT PMU: {e:?}"))?
         .with_platform(&platforms[c]);
@@ -443,13 +533,17 @@ pub fn record<W: Write + Seek>(
     // The file: the events, then what perf record synthesizes first.
     let mut file_events = vec![WriterEvent {
         attr: leader_attr,
-        name: "intel_pt//".into(),
+        name: leader_name(config).into(),
         ids: (0..cpus).map(|c| event_id(c, 0, counters)).collect(),
     }];
     for (k, counter) in config.counters.iter().enumerate() {
         file_events.push(WriterEvent {
             attr: sampler_attrs[k],
-            name: counter.name().into(),
+            name: format!(
+                "{}{}",
+                counter.name(),
+                if config.kernel { "" } else { ":u" }
+            ),
             ids: (0..cpus).map(|c| event_id(c, k + 1, counters)).collect(),
         });
     }
@@ -460,15 +554,34 @@ pub fn record<W: Write + Seek>(
         summary: Summary::default(),
         scratch: vec![0; 1 << 16],
     };
+    sink.write(&records::id_index(cpus, counters))?;
     sink.write(&auxtrace_info(config.mode))?;
+    let binary = elf::build_id(code);
+    if let Some(k) = &programs.kernel {
+        sink.write(&records::kernel_mmap(
+            k,
+            ID_FIELDS,
+            event_id(0, 0, counters),
+        ))?;
+    }
     let mut states = Vec::new();
     for (c, platform) in platforms.iter().enumerate() {
         let mut threads = Vec::new();
         for t in 0..THREADS_PER_CPU {
             let pid = 1000 + (c * THREADS_PER_CPU + t) as u32;
-            let thread = Thread::new(pid, pid, &binary, seed_rng.next_u64());
-            sink.write(&comm(&thread, c, event_id(c, 0, counters)))?;
-            sink.write(&mmap(&thread, c, event_id(c, 0, counters)))?;
+            let thread = Thread::new(pid, pid, code, 0, seed_rng.next_u64());
+            let id = event_id(c, 0, counters);
+            sink.write(&records::comm(pid, pid, PROGRAM, c, id, ID_FIELDS))?;
+            sink.write(&records::mmap2(
+                pid,
+                elf::load_base(code),
+                code.end() - elf::load_base(code),
+                &config.binary,
+                &binary,
+                c,
+                id,
+                ID_FIELDS,
+            ))?;
             threads.push(thread);
         }
         platform.current.set((threads[0].pid, threads[0].tid));
@@ -477,28 +590,31 @@ pub fn record<W: Write + Seek>(
             current: 0,
             cycles: 0,
             next_switch: TIMESLICE,
-            next_tsc: 0,
+            next_tsc: TSC_EVERY,
             counts: vec![0; counters],
             rng: SplitMix64::new(seed_rng.next_u64()),
+            truth: CpuTruth::default(),
         });
     }
-    for (c, leader) in leaders.iter().enumerate() {
-        leader
-            .sched_in(&platforms[c])
-            .map_err(|e| format!("scheduling the group on CPU {c}: {e:?}"))?;
-        let t = &states[c].threads[0];
-        tracers[c].trace(TraceEvent::Frequency(20));
-        tracers[c].trace(TraceEvent::Enable(t.ip));
-    }
-
     let machine = Machine {
         config,
-        binary: &binary,
+        code,
+        kernel: programs.kernel.as_ref(),
         platforms: &platforms,
         tracers: &tracers,
         pts: &pts,
         samplers: &samplers,
+        rings: &rings,
+        leader_attr: &leader_attr,
+        ids: (0..cpus).map(|c| event_id(c, 0, counters)).collect(),
     };
+    for (c, leader) in leaders.iter().enumerate() {
+        leader
+            .sched_in(&platforms[c])
+            .map_err(|e| format!("scheduling the group on CPU {c}: {e:?}"))?;
+        machine.start_tracing(c, &mut states[c]);
+    }
+
     let mut round = 0u64;
     loop {
         for (c, state) in states.iter_mut().enumerate() {
@@ -508,14 +624,26 @@ pub fn record<W: Write + Seek>(
                 // behind); perf record would re-enable it: so do we, after
                 // reading what there is.
                 leaders[c].sched_out();
-                sink.drain(&memories[c], c, config.mode, &platforms[c])?;
+                sink.drain(
+                    &memories[c],
+                    c,
+                    config.mode,
+                    &platforms[c],
+                    &mut state.truth,
+                )?;
                 leaders[c].enable();
                 leaders[c]
                     .sched_in(&platforms[c])
                     .map_err(|e| format!("re-enabling the group on CPU {c}: {e:?}"))?;
-                tracers[c].trace(TraceEvent::Enable(state.threads[state.current].ip));
+                machine.start_tracing(c, state);
             }
-            sink.drain(&memories[c], c, config.mode, &platforms[c])?;
+            sink.drain(
+                &memories[c],
+                c,
+                config.mode,
+                &platforms[c],
+                &mut state.truth,
+            )?;
         }
         sink.write(&finished_round())?;
         round += 1;
@@ -533,7 +661,13 @@ pub fn record<W: Write + Seek>(
     }
     for (c, leader) in leaders.iter().enumerate() {
         leader.sched_out();
-        sink.drain(&memories[c], c, config.mode, &platforms[c])?;
+        sink.drain(
+            &memories[c],
+            c,
+            config.mode,
+            &platforms[c],
+            &mut states[c].truth,
+        )?;
     }
     sink.write(&finished_round())?;
     let mut summary = sink.summary;
@@ -541,24 +675,93 @@ pub fn record<W: Write + Seek>(
     summary.trace_bytes = tracers.iter().map(SoftTracer::written).sum();
     summary.lost_samples = samplers.iter().map(Event::lost_samples).sum();
     summary.data_bytes = writer.data_size();
-    let features = features(config, counters);
+    let features = features(config, counters, &binary);
     let out = writer
         .finish(&features)
         .map_err(|e| format!("writing: {e}"))?;
-    Ok((summary, out))
+    for (t, tracer) in tracers.iter().enumerate() {
+        tracer.set_tap(None);
+        states[t].truth.stream = std::mem::take(&mut taps[t].borrow_mut().0);
+    }
+    let truth = config.truth.then(|| {
+        let cpus: Vec<CpuTruth> = states.into_iter().map(|s| s.truth).collect();
+        truth::render(&cpus, config.mode == Mode::Full)
+    });
+    let outputs = Outputs {
+        elf: elf::image(code)?,
+        kernel_elf: programs.kernel.as_ref().map(elf::image).transpose()?,
+        truth,
+    };
+    Ok((summary, out, outputs))
+}
+
+/// Keeps every byte a tracer writes (the truth's PSB positions).
+#[derive(Default)]
+struct StreamTap(Vec<u8>);
+
+impl PacketSink for StreamTap {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+}
+
+/// The `PERF_RECORD_AUX` identity of CPU `c`'s leader.
+fn leader_record_event(attr: &PerfEventAttr, id: u64, c: usize) -> FixedEvent {
+    FixedEvent {
+        id,
+        sample_id: Some(SampleId {
+            sample_type: attr.sample_type,
+            id,
+            stream_id: id,
+            cpu: c as u32,
+            ..SampleId::default()
+        }),
+    }
 }
 
 /// The engine objects the CPUs run on.
 struct Machine<'m, 'p, 'x, 'a, 'g> {
     config: &'m Config,
-    binary: &'m Binary,
+    code: &'m Code,
+    kernel: Option<&'m Code>,
     platforms: &'m [CpuPlatform],
     tracers: &'m [SoftTracer<'p>],
     pts: &'m [PtPmu<'x, AreaOutput<'x, 'a>>],
     samplers: &'m [Event<'g>],
+    rings: &'m [Ring<'a>],
+    leader_attr: &'m PerfEventAttr,
+    ids: Vec<u64>,
 }
 
 impl Machine<'_, '_, '_, '_, '_> {
+    /// perf time (ns) of CPU cycle count `cycles`.
+    fn ns(cycles: u64) -> u64 {
+        START_NS + cycles / CYCLES_PER_NS
+    }
+
+    /// The TSC at `cycles` (a 2 GHz TSC: perf time = TSC / 2).
+    fn tsc(cycles: u64) -> u64 {
+        (START_NS * CYCLES_PER_NS) + cycles
+    }
+
+    /// Time passes on CPU `c`: its clock and its tracer's TSC follow.
+    fn tick(&self, c: usize, s: &mut CpuState, cycles: u64) {
+        s.cycles += cycles;
+        self.platforms[c].now.set(Self::ns(s.cycles));
+        self.tracers[c].set_clock(Self::tsc(s.cycles));
+    }
+
+    /// The leader was just scheduled in (its tracer is on): tracing of the
+    /// current thread begins with a timestamp and TIP.PGE.
+    fn start_tracing(&self, c: usize, s: &mut CpuState) {
+        self.tick(c, s, 0);
+        self.trace(c, TraceEvent::Frequency(20));
+        self.trace(c, TraceEvent::Time(Self::tsc(s.cycles)));
+        let t = &s.threads[s.current];
+        let ip = t.ip(self.code);
+        self.trace_branch(c, s, TraceEvent::Enable(ip), Some((0, ip)));
+    }
+
     /// Runs CPU `c` for one quantum.
     fn run_quantum(&self, c: usize, s: &mut CpuState) {
         let end = s.cycles + QUANTUM;
@@ -567,23 +770,21 @@ impl Machine<'_, '_, '_, '_, '_> {
                 self.context_switch(c, s);
             }
             if s.rng.below(IRQ_ONE_IN) == 0 {
-                let from = s.threads[s.current].ip;
-                self.trace(
-                    c,
-                    TraceEvent::Async {
-                        from,
-                        to: Some(KERNEL_IRQ),
-                    },
-                );
-                let mut irq_rng = SplitMix64::new(s.rng.next_u64());
-                for (ip, step) in irq_handler(&mut irq_rng) {
-                    self.execute(c, s, step, ip, misc::KERNEL);
-                }
-                self.trace(c, TraceEvent::Indirect { target: from });
+                // An interrupt arrives between two instructions of a block.
+                let t = &mut s.threads[s.current];
+                let k = s.rng.below(t.straight_left(self.code) as u64 + 1) as usize;
+                let n = t.advance(self.code, k);
+                self.retire(c, s, n, false);
+                self.kernel_entry(c, s, IRQ_CYCLES, |_, _| {});
             }
-            let step = s.threads[s.current].step(self.binary);
-            let ip = s.threads[s.current].ip;
-            self.execute(c, s, step, ip, misc::USER);
+            let step = s.threads[s.current].step(self.code, 0);
+            self.trace_branch(c, s, step.event, step.taken);
+            self.retire(
+                c,
+                s,
+                step.instructions,
+                step.taken.is_some() || matches!(step.event, TraceEvent::Conditional { .. }),
+            );
         }
     }
 
@@ -596,52 +797,185 @@ impl Machine<'_, '_, '_, '_, '_> {
         }
     }
 
-    /// One step at `ip`: its packets, its cycles, and the overflows it causes.
-    fn execute(&self, c: usize, s: &mut CpuState, step: program::Step, ip: u64, misc: u16) {
-        if let Some(e) = step.event {
-            self.trace(c, e);
+    /// Traces `event` and, if it transferred control, records the branch
+    /// for the truth (with the current thread and the tracer's position).
+    fn trace_branch(
+        &self,
+        c: usize,
+        s: &mut CpuState,
+        event: TraceEvent,
+        taken: Option<(u64, u64)>,
+    ) {
+        let traced = self.tracers[c].generating() || matches!(event, TraceEvent::Enable(_));
+        self.trace(c, event);
+        if let (Some((from, to)), true) = (taken, traced) {
+            s.truth.branches.push(Branch {
+                from,
+                to,
+                tid: s.threads[s.current].tid,
+                time: Self::ns(s.cycles),
+                pos: self.tracers[c].written(),
+            });
         }
-        s.cycles += step.cycles;
-        let now = START_NS + s.cycles / CYCLES_PER_NS;
-        self.platforms[c].now.set(now);
+    }
+
+    /// `instructions` retired (a branch among them if `branch`): their
+    /// cycles, the periodic TSC, and the counters' overflows (PMIs).
+    fn retire(&self, c: usize, s: &mut CpuState, instructions: u64, branch: bool) {
+        let cycles = instructions * (1 + s.rng.below(3));
+        self.tick(c, s, cycles);
         if s.cycles >= s.next_tsc {
-            self.trace(c, TraceEvent::Time(now));
-            s.next_tsc += TSC_EVERY;
+            self.trace(c, TraceEvent::Time(Self::tsc(s.cycles)));
+            s.next_tsc = s.cycles + TSC_EVERY;
         }
         let counters = self.config.counters.len();
-        for (k, counter) in self.config.counters.iter().enumerate() {
-            s.counts[k] += match counter {
-                Counter::Cycles => step.cycles,
-                Counter::Instructions => step.instructions,
-                Counter::Branches => u64::from(step.branch),
+        for k in 0..counters {
+            s.counts[k] += match self.config.counters[k] {
+                Counter::Cycles => cycles,
+                Counter::Instructions => instructions,
+                Counter::Branches => u64::from(branch),
             };
             if s.counts[k] >= self.config.period {
                 s.counts[k] -= self.config.period;
-                let data = SampleData {
-                    misc,
-                    ip,
-                    period: self.config.period,
-                    ..SampleData::default()
-                };
-                // A refused sample is counted by the event (lost_samples).
-                let _ = self.samplers[c * counters + k].overflow(&self.platforms[c], &data);
+                self.pmi(c, s, c * counters + k);
             }
         }
     }
 
-    /// The scheduler switches CPU `c` to its next thread: tracing of the
-    /// old one ends (TIP.PGD), the new one's begins (TIP.PGE).
+    /// A counter overflowed: the PMI enters the kernel (FUP + TIP.PGD when
+    /// it is not traced), the sampler's overflow takes the sample with the
+    /// trace's newest bytes, and the return to the interrupted code
+    /// re-enables tracing after a TSC at or past the sample's time.
+    fn pmi(&self, c: usize, s: &mut CpuState, sampler: usize) {
+        self.kernel_entry(c, s, PMI_CYCLES, |m, s| {
+            let ip = s.threads[s.current].ip(m.code);
+            let data = SampleData {
+                misc: misc::USER,
+                ip,
+                period: m.config.period,
+                ..SampleData::default()
+            };
+            let end = m.tracers[c].written();
+            // A refused sample is counted by the event (lost_samples).
+            if m.samplers[sampler].overflow(&m.platforms[c], &data).is_ok() {
+                s.truth.samples.push(SamplePoint {
+                    tid: s.threads[s.current].tid,
+                    time: m.platforms[c].now.get(),
+                    ip,
+                    end,
+                    size: 0, // the drain reads it from the record
+                });
+            }
+        });
+    }
+
+    /// The CPU enters the kernel at the current thread's next instruction
+    /// for `cycles`, running `inside` halfway, and returns. With the kernel
+    /// excluded: FUP + TIP.PGD, then TSC + TIP.PGE back. With it traced:
+    /// FUP + TIP into the handler, its code, and `iretq` back (TIP) after a
+    /// TSC.
+    fn kernel_entry(
+        &self,
+        c: usize,
+        s: &mut CpuState,
+        cycles: u64,
+        inside: impl FnOnce(&Self, &mut CpuState),
+    ) {
+        let ip = s.threads[s.current].ip(self.code);
+        match self.kernel {
+            None => {
+                self.trace_branch(
+                    c,
+                    s,
+                    TraceEvent::Async { from: ip, to: None },
+                    Some((ip, 0)),
+                );
+                self.tick(c, s, cycles / 2);
+                inside(self, s);
+                self.tick(c, s, cycles - cycles / 2);
+                self.trace(c, TraceEvent::Time(Self::tsc(s.cycles)));
+                self.trace_branch(c, s, TraceEvent::Enable(ip), Some((0, ip)));
+            }
+            Some(k) => {
+                let mut handler = Thread::new(0, 0, k, 0, s.rng.next_u64());
+                let entry = handler.ip(k);
+                self.trace_branch(
+                    c,
+                    s,
+                    TraceEvent::Async {
+                        from: ip,
+                        to: Some(entry),
+                    },
+                    Some((ip, entry)),
+                );
+                self.tick(c, s, cycles / 2);
+                inside(self, s);
+                self.tick(c, s, cycles - cycles / 2);
+                self.trace(c, TraceEvent::Time(Self::tsc(s.cycles)));
+                loop {
+                    let step = handler.step(k, ip);
+                    self.trace_branch(c, s, step.event, step.taken);
+                    self.tick(c, s, step.instructions);
+                    if step.iret {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The scheduler switches CPU `c` to its next thread (from an
+    /// interrupt): the old thread's trace ends, `PERF_RECORD_SWITCH_CPU_WIDE`
+    /// out and in are written between the trace's timestamps, and the new
+    /// thread's trace begins after a TSC.
     fn context_switch(&self, c: usize, s: &mut CpuState) {
         s.next_switch += TIMESLICE;
         if s.threads.len() < 2 {
             return;
         }
-        let old = s.threads[s.current].ip;
-        self.trace(c, TraceEvent::Disable(Some(old)));
-        s.current = (s.current + 1) % s.threads.len();
-        let t = &s.threads[s.current];
-        self.platforms[c].current.set((t.pid, t.tid));
-        self.trace(c, TraceEvent::Enable(t.ip));
+        let old = s.current;
+        let from_ip = s.threads[old].ip(self.code);
+        self.trace_branch(
+            c,
+            s,
+            TraceEvent::Async {
+                from: from_ip,
+                to: None,
+            },
+            Some((from_ip, 0)),
+        );
+        self.tick(c, s, SWITCH_CYCLES);
+        let next = (old + 1) % s.threads.len();
+        let (o, n) = (&s.threads[old], &s.threads[next]);
+        let (o, n) = ((o.pid, o.tid), (n.pid, n.tid));
+        self.switch_record(c, true, o, n);
+        self.tick(c, s, 2);
+        s.current = next;
+        self.platforms[c].current.set(n);
+        self.switch_record(c, false, n, o);
+        self.tick(c, s, SWITCH_CYCLES);
+        self.trace(c, TraceEvent::Time(Self::tsc(s.cycles)));
+        let ip = s.threads[next].ip(self.code);
+        self.trace_branch(c, s, TraceEvent::Enable(ip), Some((0, ip)));
+    }
+
+    /// `perf_event_switch_output` for the leader (`context_switch`): the
+    /// record in its ring, with the trailer of the task it is about.
+    fn switch_record(&self, c: usize, out: bool, task: (u32, u32), other: (u32, u32)) {
+        let id = self.ids[c];
+        let mut event = FixedEvent {
+            id,
+            sample_id: Some(SampleId {
+                sample_type: self.leader_attr.sample_type,
+                pid: task.0,
+                tid: task.1,
+                time: self.platforms[c].now.get(),
+                id,
+                stream_id: id,
+                cpu: c as u32,
+            }),
+        };
+        let _ = records::write_switch(&self.rings[c], &mut event, out, other);
     }
 }
 
@@ -661,7 +995,7 @@ impl<W: Write + Seek> Sink<'_, W> {
             .map_err(|e| format!("writing: {e}"))
     }
 
-    fn account(&mut self, r: &[u8]) -> Result<(), String> {
+    fn account(&mut self, r: &[u8], truth: &mut CpuTruth) -> Result<(), String> {
         let header = perfaux::ring::read_header(r).ok_or("a record without a header")?;
         let word = |at: usize| u64::from_le_bytes(r[at..at + 8].try_into().unwrap_or([0; 8]));
         match header.type_ {
@@ -675,9 +1009,15 @@ impl<W: Write + Seek> Sink<'_, W> {
                     .map(|e| e.attr)
                     .ok_or_else(|| format!("a sample of unknown id {id}"))?;
                 let s = parse_sample(&attr, r).map_err(|e| format!("our own sample: {e}"))?;
-                if let Some(aux) = s.aux.filter(|a| !a.is_empty()) {
+                let aux = s.aux.map_or(0, <[u8]>::len) as u64;
+                if aux > 0 {
                     self.summary.aux_samples += 1;
-                    self.summary.aux_sample_bytes += aux.len() as u64;
+                    self.summary.aux_sample_bytes += aux;
+                }
+                // Samples leave a CPU's ring in the order its PMIs took them.
+                if let Some(p) = truth.samples.get_mut(truth.drained) {
+                    p.size = aux;
+                    truth.drained += 1;
                 }
             }
             record_type::LOST => self.summary.lost_records += word(16),
@@ -700,6 +1040,7 @@ impl<W: Write + Seek> Sink<'_, W> {
         c: usize,
         mode: Mode,
         platform: &CpuPlatform,
+        truth: &mut CpuTruth,
     ) -> Result<(), String> {
         // SAFETY: the ring memory lives in `mem`; this is its only consumer.
         let mut consumer = unsafe { Consumer::new(mem.user_page(), mem.data_pages(), 0) }
@@ -708,7 +1049,7 @@ impl<W: Write + Seek> Sink<'_, W> {
         let mut scratch = std::mem::take(&mut self.scratch);
         while let Some(record) = consumer.next_record(&mut scratch) {
             let record = record.map_err(|e| format!("CPU {c}: a malformed ring record: {e:?}"))?;
-            self.account(record)?;
+            self.account(record, truth)?;
             self.write(record)?;
         }
         consumer.commit();
@@ -742,52 +1083,10 @@ fn header(type_: u32, misc: u16, size: usize) -> Vec<u8> {
     r
 }
 
-/// The `sample_id` trailer of a record perf record synthesizes (time 0).
-fn trailer(r: &mut Vec<u8>, pid: u32, tid: u32, cpu: usize, id: u64) {
-    let mut buf = [0u8; 48];
-    let n = SampleId {
-        sample_type: ID_FIELDS,
-        pid,
-        tid,
-        time: 0,
-        id,
-        stream_id: id,
-        cpu: cpu as u32,
-    }
-    .encode(&mut buf);
-    r.extend_from_slice(&buf[..n]);
-}
-
-fn put_name(r: &mut Vec<u8>, name: &str) {
-    r.extend_from_slice(name.as_bytes());
-    r.resize(r.len() + 8 - name.len() % 8, 0);
-}
-
 fn finish(mut r: Vec<u8>) -> Vec<u8> {
     let size = r.len() as u16;
     r[6..8].copy_from_slice(&size.to_le_bytes());
     r
-}
-
-fn comm(t: &Thread, cpu: usize, id: u64) -> Vec<u8> {
-    let mut r = header(record_type::COMM, 0, 0);
-    r.extend_from_slice(&t.pid.to_le_bytes());
-    r.extend_from_slice(&t.tid.to_le_bytes());
-    put_name(&mut r, "perfaux-demo");
-    trailer(&mut r, t.pid, t.tid, cpu, id);
-    finish(r)
-}
-
-fn mmap(t: &Thread, cpu: usize, id: u64) -> Vec<u8> {
-    let mut r = header(record_type::MMAP, misc::USER, 0);
-    r.extend_from_slice(&t.pid.to_le_bytes());
-    r.extend_from_slice(&t.tid.to_le_bytes());
-    r.extend_from_slice(&TEXT_START.to_le_bytes());
-    r.extend_from_slice(&TEXT_SIZE.to_le_bytes());
-    r.extend_from_slice(&0u64.to_le_bytes());
-    put_name(&mut r, BINARY);
-    trailer(&mut r, t.pid, t.tid, cpu, id);
-    finish(r)
 }
 
 fn finished_round() -> Vec<u8> {
@@ -798,14 +1097,20 @@ fn finished_round() -> Vec<u8> {
 fn auxtrace_info(mode: Mode) -> Vec<u8> {
     let mut priv_ = [0u64; intel_pt_priv::REQUIRED];
     priv_[intel_pt_priv::PMU_TYPE] = u64::from(PT_TYPE);
-    priv_[intel_pt_priv::TIME_SHIFT] = 0;
+    // perf time = TSC / 2 (the 2 GHz TSC).
+    priv_[intel_pt_priv::TIME_SHIFT] = 1;
     priv_[intel_pt_priv::TIME_MULT] = 1;
     priv_[intel_pt_priv::TIME_ZERO] = 0;
     priv_[intel_pt_priv::CAP_USER_TIME_ZERO] = 1;
-    priv_[intel_pt_priv::TSC_BIT] = u64::from(TSC_BIT);
-    priv_[intel_pt_priv::NORETCOMP_BIT] = u64::from(NORETCOMP_BIT);
-    priv_[intel_pt_priv::HAVE_SCHED_SWITCH] = 0;
-    priv_[intel_pt_priv::SNAPSHOT_MODE] = u64::from(mode == Mode::Snapshot);
+    // The config masks of `tsc` and `noretcomp` (perf tests config & mask).
+    priv_[intel_pt_priv::TSC_BIT] = pt_bits::TSC;
+    priv_[intel_pt_priv::NORETCOMP_BIT] = pt_bits::NORETCOMP;
+    // Context switches come as PERF_RECORD_SWITCH_CPU_WIDE.
+    priv_[intel_pt_priv::HAVE_SCHED_SWITCH] = 3;
+    // `perf record --aux-sample` is not snapshot mode (-S), whatever the
+    // AUX area's mode; a full trace is not either.
+    let _ = mode;
+    priv_[intel_pt_priv::SNAPSHOT_MODE] = 0;
     priv_[intel_pt_priv::PER_CPU_MMAPS] = 1;
     let mut r = header(user_record::AUXTRACE_INFO, 0, 0);
     r.extend_from_slice(&AUXTRACE_INTEL_PT.to_le_bytes());
@@ -835,7 +1140,7 @@ fn read_proc(path: &str, fallback: &str) -> String {
         .unwrap_or_else(|_| fallback.to_owned())
 }
 
-fn features(config: &Config, counters: usize) -> Features {
+fn features(config: &Config, counters: usize, build_id: &[u8; 20]) -> Features {
     Features {
         hostname: Some(read_proc("/proc/sys/kernel/hostname", "localhost")),
         osrelease: Some(read_proc("/proc/sys/kernel/osrelease", "unknown")),
@@ -854,5 +1159,12 @@ fn features(config: &Config, counters: usize) -> Features {
             members: 1 + counters as u32,
         }],
         event_names: Vec::new(),
+        build_ids: vec![BuildId {
+            pid: -1,
+            misc: misc::USER,
+            id: build_id.to_vec(),
+            path: config.binary.clone(),
+        }],
+        auxtrace_index: Some(0),
     }
 }

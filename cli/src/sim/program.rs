@@ -1,170 +1,200 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! The synthetic program the simulated CPUs run: a binary of functions at
-//! fixed addresses, and threads whose control flow (conditional branches,
-//! calls and returns, indirect jumps) is drawn from a seeded generator.
-//! Each step is what a CPU would report to its PT tracer.
+//! Threads executing the simulated program's machine code ([`Code`]),
+//! block by block: each step runs the rest of a basic block and its
+//! terminator, drawing the branch outcome or table entry from the thread's
+//! seeded generator, and says what the CPU's PT tracer sees and which
+//! control transfer (if any) it made.
 
 use perfaux::pt::stream::TraceEvent;
 
+use super::code::{BlockId, Code, Terminator};
 use crate::rng::SplitMix64;
 
-/// Where the program's text is mapped (`/usr/bin/perfaux-demo`).
-pub const TEXT_START: u64 = 0x40_0000;
-/// Its size.
-pub const TEXT_SIZE: u64 = 0x4_0000;
-/// The path in its MMAP record.
-pub const BINARY: &str = "/usr/bin/perfaux-demo";
-/// The kernel's interrupt entry (interrupts are traced: `exclude_kernel` 0).
-pub const KERNEL_IRQ: u64 = 0xffff_ffff_81a0_0000;
-/// How far the handler's code goes.
-pub const KERNEL_IRQ_SIZE: u64 = 0x2000;
+/// Where the user program's code starts (its ELF is mapped one page lower).
+pub const TEXT_START: u64 = 0x40_1000;
+/// Where the kernel's interrupt handler code starts (`--kernel`).
+pub const KERNEL_TEXT_START: u64 = 0xffff_ffff_8100_1000;
 
-/// The functions of the binary: (start, length), ascending.
-#[derive(Clone, Debug)]
-pub struct Binary {
-    functions: Vec<(u64, u64)>,
-}
-
-impl Binary {
-    /// A binary of 64 functions of 1-4 KiB laid out from [`TEXT_START`].
-    pub fn generate(rng: &mut SplitMix64) -> Binary {
-        let mut functions = Vec::new();
-        let mut at = TEXT_START;
-        while functions.len() < 64 {
-            let len = 0x400 + 16 * rng.below(0xc00 / 16);
-            if at + len > TEXT_START + TEXT_SIZE {
-                break;
-            }
-            functions.push((at, len));
-            at += len;
-        }
-        Binary { functions }
-    }
-
-    fn function_of(&self, ip: u64) -> usize {
-        self.functions
-            .partition_point(|&(start, _)| start <= ip)
-            .saturating_sub(1)
-    }
-
-    fn block(&self, f: usize, rng: &mut SplitMix64) -> u64 {
-        let (start, len) = self.functions[f];
-        start + 16 * rng.below(len / 16)
-    }
-}
-
-/// One thread of the program.
+/// One thread of the program (or one run of the interrupt handler).
 #[derive(Clone, Debug)]
 pub struct Thread {
     /// Process id.
     pub pid: u32,
     /// Thread id.
     pub tid: u32,
-    /// The instruction pointer.
-    pub ip: u64,
-    stack: Vec<u64>,
+    block: BlockId,
+    /// Index in the block's body of the next instruction (the body's
+    /// length: the terminator is next).
+    at: usize,
+    /// Return blocks of the calls in progress.
+    stack: Vec<BlockId>,
     rng: SplitMix64,
 }
 
-/// What one step of a thread did.
+/// What one step did.
 #[derive(Clone, Copy, Debug)]
 pub struct Step {
-    /// Cycles it took.
-    pub cycles: u64,
-    /// Instructions it retired.
+    /// Instructions retired.
     pub instructions: u64,
-    /// Whether it ended in a branch (for a branches counter).
-    pub branch: bool,
-    /// What the tracer sees, if anything (direct calls and straight-line
-    /// code make no packet).
-    pub event: Option<TraceEvent>,
+    /// The control transfer as the tracer sees it.
+    pub event: TraceEvent,
+    /// The transfer's (from, to), if control went elsewhere than the next
+    /// instruction (what a branch trace lists).
+    pub taken: Option<(u64, u64)>,
+    /// The step ended in `iretq`: the handler is done (its target is the
+    /// interrupted code, which the caller knows).
+    pub iret: bool,
 }
 
 impl Thread {
-    /// A thread `pid`/`tid` starting in `main` (the first function).
-    pub fn new(pid: u32, tid: u32, binary: &Binary, seed: u64) -> Thread {
-        let mut rng = SplitMix64::new(seed);
-        let ip = binary.block(0, &mut rng);
+    /// A thread `pid`/`tid` about to run function `entry` of `code`.
+    pub fn new(pid: u32, tid: u32, code: &Code, entry: usize, seed: u64) -> Thread {
         Thread {
             pid,
             tid,
-            ip,
+            block: code.entry(entry),
+            at: 0,
             stack: Vec::new(),
-            rng,
+            rng: SplitMix64::new(seed),
         }
     }
 
-    /// Runs one basic block and the branch that ends it.
-    pub fn step(&mut self, binary: &Binary) -> Step {
-        let r = &mut self.rng;
-        let instructions = 1 + r.below(12);
-        let cycles = instructions * (1 + r.below(3));
-        let f = binary.function_of(self.ip);
-        let (start, len) = binary.functions[f];
-        self.ip = start + (self.ip + 4 * instructions - start) % len;
-        let kind = r.below(100);
-        let event = if kind < 55 {
-            let taken = r.chance(55);
-            if taken {
-                self.ip = binary.block(f, r);
-            }
-            Some(TraceEvent::Conditional {
-                taken,
-                next: self.ip,
-            })
-        } else if kind < 67 {
-            // A direct call: no packet.
-            if self.stack.len() < 48 {
-                self.stack.push(self.ip + 5);
-                let callee = r.below(binary.functions.len() as u64) as usize;
-                self.ip = binary.functions[callee].0;
-            }
-            None
-        } else if kind < 79 {
-            match self.stack.pop() {
-                Some(ret) => {
-                    self.ip = ret;
-                    Some(TraceEvent::Indirect { target: ret })
+    /// The next instruction to execute.
+    pub fn ip(&self, code: &Code) -> u64 {
+        let b = &code.blocks[self.block];
+        b.body.get(self.at).copied().unwrap_or(b.branch)
+    }
+
+    /// Straight-line instructions left before the block's terminator.
+    pub fn straight_left(&self, code: &Code) -> usize {
+        code.blocks[self.block].body.len() - self.at
+    }
+
+    /// Executes `n` straight-line instructions (at most those left).
+    pub fn advance(&mut self, code: &Code, n: usize) -> u64 {
+        let n = n.min(self.straight_left(code));
+        self.at += n;
+        n as u64
+    }
+
+    /// Runs the rest of the block and its terminator. `iret_to` is where
+    /// an `iretq` returns (the interrupted code).
+    pub fn step(&mut self, code: &Code, iret_to: u64) -> Step {
+        let instructions = self.straight_left(code) as u64 + 1;
+        let b = &code.blocks[self.block];
+        let from = b.branch;
+        let fall = self.block + 1;
+        let start = |id: BlockId| code.blocks[id].start();
+        let mut iret = false;
+        let (event, next_block, taken) = match &b.term {
+            Terminator::Cond { taken, percent } => {
+                if self.rng.chance(u64::from(*percent)) {
+                    let to = start(*taken);
+                    (
+                        TraceEvent::Conditional {
+                            taken: true,
+                            next: to,
+                        },
+                        *taken,
+                        Some(to),
+                    )
+                } else {
+                    (
+                        TraceEvent::Conditional {
+                            taken: false,
+                            next: b.next,
+                        },
+                        fall,
+                        None,
+                    )
                 }
-                None => Some(TraceEvent::Conditional {
-                    taken: false,
-                    next: self.ip,
-                }),
             }
-        } else if kind < 83 {
-            let target = r.below(binary.functions.len() as u64) as usize;
-            self.ip = binary.block(target, r);
-            Some(TraceEvent::Indirect { target: self.ip })
-        } else {
-            None
+            Terminator::Jump(t) => (TraceEvent::Jump { target: start(*t) }, *t, Some(start(*t))),
+            Terminator::Call(f) => {
+                self.stack.push(fall);
+                let to = code.functions[*f].start;
+                let e = TraceEvent::Call {
+                    target: to,
+                    ret: b.next,
+                    indirect: false,
+                };
+                (e, code.entry(*f), Some(to))
+            }
+            Terminator::IndirectJump { targets, .. } => {
+                let t = targets[self.rng.below(targets.len() as u64) as usize];
+                (TraceEvent::Indirect { target: start(t) }, t, Some(start(t)))
+            }
+            Terminator::IndirectCall { callees, .. } => {
+                let f = callees[self.rng.below(callees.len() as u64) as usize];
+                self.stack.push(fall);
+                let to = code.functions[f].start;
+                let e = TraceEvent::Call {
+                    target: to,
+                    ret: b.next,
+                    indirect: true,
+                };
+                (e, code.entry(f), Some(to))
+            }
+            Terminator::Ret => {
+                // Functions other than the entry are only ever called.
+                let back = self.stack.pop().unwrap_or(code.entry(0));
+                let to = start(back);
+                (TraceEvent::Return { target: to }, back, Some(to))
+            }
+            Terminator::Iret => {
+                iret = true;
+                (
+                    TraceEvent::Indirect { target: iret_to },
+                    code.entry(0),
+                    Some(iret_to),
+                )
+            }
         };
+        self.block = next_block;
+        self.at = 0;
         Step {
-            cycles,
             instructions,
-            branch: event.is_some(),
             event,
+            taken: taken.map(|to| (from, to)),
+            iret,
         }
     }
 }
 
-/// The kernel's interrupt handler: a few blocks of conditional branches
-/// inside [`KERNEL_IRQ`], drawn from `rng`.
-pub fn irq_handler(rng: &mut SplitMix64) -> impl Iterator<Item = (u64, Step)> + '_ {
-    let blocks = 3 + rng.below(6);
-    (0..blocks).map(move |_| {
-        let instructions = 2 + rng.below(10);
-        let ip = KERNEL_IRQ + 16 * rng.below(KERNEL_IRQ_SIZE / 16);
-        (
-            ip,
-            Step {
-                cycles: instructions * 2,
-                instructions,
-                branch: true,
-                event: Some(TraceEvent::Conditional {
-                    taken: rng.chance(50),
-                    next: ip,
-                }),
-            },
-        )
-    })
+#[cfg(test)]
+mod tests {
+    use super::super::code::Shape;
+    use super::*;
+
+    #[test]
+    fn a_thread_follows_the_code() {
+        let shape = Shape {
+            text_base: TEXT_START,
+            functions: 30,
+            levels: 5,
+            prefix: "fn",
+            handler: false,
+            tables: true,
+        };
+        let code = Code::generate(shape, &mut SplitMix64::new(3));
+        let mut t = Thread::new(1, 1, &code, 0, 9);
+        let mut depth = 0i64;
+        let mut max_depth = 0;
+        for _ in 0..100_000 {
+            let before = t.ip(&code);
+            let s = t.step(&code, 0);
+            if let Some((from, to)) = s.taken {
+                assert!(from >= before);
+                assert_eq!(to, t.ip(&code));
+            }
+            match s.event {
+                TraceEvent::Call { .. } => depth += 1,
+                TraceEvent::Return { .. } => depth -= 1,
+                _ => {}
+            }
+            assert!(depth >= 0);
+            max_depth = max_depth.max(depth);
+        }
+        assert!((2..=5).contains(&max_depth), "depth {max_depth}");
+    }
 }
