@@ -261,9 +261,13 @@ static enum hrtimer_restart pax_tick(struct hrtimer *t)
 		const perfaux_trace_event leave = { .kind = PERFAUX_TRACE_ASYNC, .from = ip };
 
 		if (!wanted) {
-			/* The interrupted context is excluded: tracing is off there. */
+			/* The interrupted context is excluded: tracing went off on
+			 * the way there, at a user IP this timer tracer never saw:
+			 * a TIP.PGD without one. */
+			const perfaux_trace_event off = { .kind = PERFAUX_TRACE_DISABLE };
+
 			if (c->traced)
-				pax_trace(buf, &leave);
+				pax_trace(buf, &off);
 			c->traced = false;
 		} else {
 			/* The time first, so that a first PSB+ carries it. */

@@ -160,11 +160,26 @@ pub fn record_name(type_: u32) -> String {
         record_type::SWITCH => "SWITCH",
         record_type::SWITCH_CPU_WIDE => "SWITCH_CPU_WIDE",
         user_record::FINISHED_ROUND => "FINISHED_ROUND",
+        user_record::ID_INDEX => "ID_INDEX",
         user_record::AUXTRACE_INFO => "AUXTRACE_INFO",
         user_record::AUXTRACE => "AUXTRACE",
         other => return format!("type {other}"),
     };
     name.to_owned()
+}
+
+/// `PERF_RECORD_MISC_SWITCH_OUT`.
+const MISC_SWITCH_OUT: u16 = 1 << 13;
+/// `PERF_RECORD_MISC_SWITCH_OUT_PREEMPT`.
+const MISC_SWITCH_OUT_PREEMPT: u16 = 1 << 14;
+/// `PERF_RECORD_MISC_MMAP_BUILD_ID` (on MMAP2).
+const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+
+fn header_misc(r: &[u8]) -> u16 {
+    u16::from_le_bytes([
+        r.get(4).copied().unwrap_or(0),
+        r.get(5).copied().unwrap_or(0),
+    ])
 }
 
 fn word(r: &[u8], at: usize) -> u64 {
@@ -256,6 +271,46 @@ pub fn describe(file: &PerfData<'_>, record: &Record<'_>) -> (String, Option<Str
                 word(r, 32),
                 c_string(r, 40)
             );
+        }
+        record_type::MMAP2 => {
+            let build_id = if header_misc(r) & MISC_MMAP_BUILD_ID != 0 {
+                let n = usize::from(r.get(40).copied().unwrap_or(0)).min(20);
+                let id = r.get(44..44 + n).unwrap_or_default();
+                format!(
+                    " build-id {}",
+                    id.iter().map(|b| format!("{b:02x}")).collect::<String>()
+                )
+            } else {
+                String::new()
+            };
+            let _ = write!(
+                line,
+                " pid/tid {}/{} [{:#x}, {:#x}) pgoff {:#x} {}{build_id}",
+                word(r, 8) as u32,
+                (word(r, 8) >> 32) as u32,
+                word(r, 16),
+                word(r, 16).wrapping_add(word(r, 24)),
+                word(r, 32),
+                c_string(r, 72)
+            );
+        }
+        record_type::SWITCH_CPU_WIDE => {
+            let out = header_misc(r) & MISC_SWITCH_OUT != 0;
+            let _ = write!(
+                line,
+                " {} {} next_prev pid/tid {}/{}",
+                if out { "OUT" } else { "IN" },
+                if out && header_misc(r) & MISC_SWITCH_OUT_PREEMPT != 0 {
+                    "preempt"
+                } else {
+                    ""
+                },
+                word(r, 8) as u32,
+                (word(r, 8) >> 32) as u32,
+            );
+        }
+        user_record::ID_INDEX => {
+            let _ = write!(line, " {} ids", word(r, 8));
         }
         record_type::LOST => {
             let _ = write!(line, " id {} lost {}", word(r, 8), word(r, 16));
@@ -378,8 +433,38 @@ pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
         }
         let mut time_cpu: Option<(u32, u64)> = None;
         match record.header.type_ {
+            user_record::ID_INDEX => {
+                let n = word(r, 8) as usize;
+                if n.checked_mul(32).and_then(|b| b.checked_add(16)) != Some(r.len()) {
+                    bad(format!("ID_INDEX of {n} entries in {} bytes", r.len()));
+                } else {
+                    for i in 0..n {
+                        let id = word(r, 16 + 32 * i);
+                        if file.event_of(id).is_none() {
+                            bad(format!("ID_INDEX names unknown id {id}"));
+                        }
+                    }
+                }
+                if seen_info {
+                    bad("ID_INDEX after AUXTRACE_INFO (perf queues AUX data by it)".into());
+                }
+            }
             user_record::AUXTRACE_INFO => {
                 seen_info = true;
+                if word(r, 8) as u32 == crate::perfdata::AUXTRACE_INTEL_PT {
+                    // perf tests `config & tsc_bit`: masks, not bit numbers.
+                    for (what, at) in [
+                        ("TSC_BIT", intel_pt_priv::TSC_BIT),
+                        ("NORETCOMP_BIT", intel_pt_priv::NORETCOMP_BIT),
+                    ] {
+                        let mask = word(r, 16 + 8 * at);
+                        if mask != 0 && !mask.is_power_of_two() || mask != 0 && mask < 64 {
+                            bad(format!(
+                                "AUXTRACE_INFO {what} {mask:#x} is not a config mask"
+                            ));
+                        }
+                    }
+                }
                 if word(r, 8) as u32 == crate::perfdata::AUXTRACE_INTEL_PT {
                     let pmu = word(r, 16 + 8 * intel_pt_priv::PMU_TYPE) as u32;
                     psb_period = file
@@ -455,6 +540,7 @@ pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
                         let name_at = match t {
                             record_type::COMM => Some(16),
                             record_type::MMAP => Some(40),
+                            record_type::MMAP2 => Some(72),
                             _ => None,
                         };
                         if let Some(name_at) = name_at {

@@ -93,6 +93,17 @@ pub fn run(args: &DumpArgs) -> Result<ExitCode, String> {
                 g.name, g.leader, g.members
             )?;
         }
+        for b in &f.build_ids {
+            let id: String = b.id.iter().map(|x| format!("{x:02x}")).collect();
+            writeln!(
+                out,
+                "  build-id {id} {} (pid {}, misc {})",
+                b.path, b.pid, b.misc
+            )?;
+        }
+        if let Some(n) = f.auxtrace_index {
+            writeln!(out, "  auxtrace index: {n} entries")?;
+        }
         for (i, e) in file.events.iter().enumerate() {
             writeln!(
                 out,

@@ -85,12 +85,17 @@ fn a_good_file_dumps_and_checks() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     for needle in [
-        "event 0: intel_pt//",
-        "event 1: cycles",
+        "event 0: intel_pt//u",
+        "event 1: cycles:u",
         "group {anon_group} leader 0 members 2",
         "AUXTRACE_INFO type 1",
         "COMM pid/tid 1000/1000 \"perfaux-demo\"",
-        "MMAP pid/tid 1000/1000 [0x400000, 0x440000)",
+        "MMAP2 pid/tid 1000/1000 [0x400000, 0x",
+        ".perfaux-demo build-id ",
+        "ID_INDEX 4 ids",
+        "SWITCH_CPU_WIDE OUT preempt next_prev pid/tid 100",
+        "SWITCH_CPU_WIDE IN  next_prev pid/tid 100",
+        "auxtrace index: 0 entries",
         "ITRACE_START",
         "aux 4096 bytes: PSB at +",
         "FINISHED_ROUND",
@@ -159,7 +164,7 @@ fn check_reports_broken_invariants() {
     assert_eq!(code, Some(1), "{stdout}");
     assert!(
         stdout.contains(&format!(
-            "{record:#x}: a cycles sample that does not parse: 4 bytes left"
+            "{record:#x}: a cycles:u sample that does not parse: 4 bytes left"
         )),
         "{stdout}"
     );
@@ -193,7 +198,7 @@ fn linux_perf_data_reads_our_files() {
         .iter()
         .map(|a| a.name().unwrap_or("?").to_owned())
         .collect();
-    assert_eq!(names, ["intel_pt//", "cycles"]);
+    assert_eq!(names, ["intel_pt//u", "cycles:u"]);
     let mut samples = 0;
     while let Some(record) = record_iter
         .next_record(&mut perf_file)

@@ -324,7 +324,10 @@ fn several_sampling_events_in_one_group() {
     let bytes = std::fs::read(&path).unwrap();
     let (_, per_event) = contents(&bytes);
     let names: Vec<&str> = per_event.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, ["intel_pt//", "cycles", "instructions", "branches"]);
+    assert_eq!(
+        names,
+        ["intel_pt//u", "cycles:u", "instructions:u", "branches:u"]
+    );
     assert!(per_event[1..].iter().all(|(_, n)| *n > 0), "{per_event:?}");
     let out = perfaux()
         .args(["dump", "--check"])
@@ -336,7 +339,7 @@ fn several_sampling_events_in_one_group() {
         check_with_perf(&path, &bytes);
         let out = perf(&["report", "--header-only"], &path);
         assert!(
-            text(&out.stdout).contains("group: {intel_pt//,cycles,instructions,branches}"),
+            text(&out.stdout).contains("group: {intel_pt//u,cycles:u,instructions:u,branches:u}"),
             "perf sees the group"
         );
     }

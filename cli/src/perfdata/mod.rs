@@ -175,6 +175,13 @@ mod tests {
                 members: 2,
             }],
             event_names: Vec::new(),
+            build_ids: vec![BuildId {
+                pid: -1,
+                misc: 2,
+                id: (1..=20).collect(),
+                path: "/tmp/perf.data.perfaux-demo".into(),
+            }],
+            auxtrace_index: Some(0),
         };
         let bytes = w.finish(&features).unwrap().into_inner();
         let file = PerfData::parse(&bytes).unwrap();
@@ -198,6 +205,7 @@ mod tests {
         assert_eq!(
             file.feature_bits,
             [
+                feature::BUILD_ID,
                 feature::HOSTNAME,
                 feature::OSRELEASE,
                 feature::VERSION,
@@ -206,7 +214,8 @@ mod tests {
                 feature::CMDLINE,
                 feature::EVENT_DESC,
                 feature::PMU_MAPPINGS,
-                feature::GROUP_DESC
+                feature::GROUP_DESC,
+                feature::AUXTRACE
             ]
         );
         assert_eq!(file.event_of(4).unwrap().name, "cycles");

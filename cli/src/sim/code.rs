@@ -181,6 +181,10 @@ impl Code {
         let mut next_block = 0;
         for (f, &n) in sizes.iter().enumerate() {
             first_block.push(next_block);
+            // Callees: mostly of the next level, so that calls nest deep.
+            let next: Vec<FuncId> = (0..shape.functions)
+                .filter(|&g| levels[g] == levels[f] + 1)
+                .collect();
             let deeper: Vec<FuncId> = (0..shape.functions)
                 .filter(|&g| levels[g] > levels[f])
                 .collect();
@@ -203,7 +207,12 @@ impl Code {
                         _ => Terminator::Ret,
                     }
                 } else {
-                    Self::draw_terminator(rng, here, last, next_block, &deeper, shape.tables)
+                    let callees = if rng.chance(75) && !next.is_empty() {
+                        &next
+                    } else {
+                        &deeper
+                    };
+                    Self::draw_terminator(rng, here, last, next_block, callees, shape.tables)
                 };
                 blocks.push(Draft { body, term });
             }

@@ -660,6 +660,10 @@ pub fn record<W: Write + Seek>(
         }
     }
     for (c, leader) in leaders.iter().enumerate() {
+        // The run ends as `perf record` ends it: the CPU enters the kernel
+        // (the trace ends with FUP + TIP.PGD, pinning every branch before
+        // it), then the event is disabled.
+        machine.stop_tracing(c, &mut states[c]);
         leader.sched_out();
         sink.drain(
             &memories[c],
@@ -760,6 +764,19 @@ impl Machine<'_, '_, '_, '_, '_> {
         let t = &s.threads[s.current];
         let ip = t.ip(self.code);
         self.trace_branch(c, s, TraceEvent::Enable(ip), Some((0, ip)));
+    }
+
+    /// The current thread leaves for the kernel for good (the end of the
+    /// recording): FUP + TIP.PGD, or FUP + TIP into the handler.
+    fn stop_tracing(&self, c: usize, s: &mut CpuState) {
+        let ip = s.threads[s.current].ip(self.code);
+        let to = self.kernel.map(|k| k.functions[0].start);
+        self.trace_branch(
+            c,
+            s,
+            TraceEvent::Async { from: ip, to },
+            Some((ip, to.unwrap_or(0))),
+        );
     }
 
     /// Runs CPU `c` for one quantum.

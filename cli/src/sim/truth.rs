@@ -180,18 +180,42 @@ impl Stacks {
     }
 }
 
-/// Appends the decode of the branches whose packets lie in `(from, end]`.
+/// Appends the decode of the branches whose packets lie in `(from, end]`,
+/// and (with `marks`) for each PSB+ among them that has no FUP (one
+/// written while packet generation was off), the entry perf reports for
+/// it: from 0 to the last IP reached, with no flags.
+#[allow(clippy::too_many_arguments)]
 fn decode_range(
     cpu: &CpuTruth,
+    psbs: &[u64],
     from: u64,
     end: u64,
     trace: u64,
+    marks: bool,
     out: &mut Expected,
     stacks: &mut Stacks,
 ) {
     let first = cpu.branches.partition_point(|b| b.pos <= from);
     let last = cpu.branches.partition_point(|b| b.pos <= end);
+    let mut marks = psbs
+        .iter()
+        .copied()
+        .filter(|&p| marks && p > from && p < end)
+        .filter(|&p| matches!(psb_plus(&cpu.stream, p, end), Some((None, _))))
+        .peekable();
     for b in &cpu.branches[first..last] {
+        while marks.next_if(|&p| p < b.pos).is_some() {
+            if let Some(prev) = out.branches.last().copied() {
+                let ip = if prev.to == 0 { prev.from } else { prev.to };
+                let m = Branch {
+                    from: 0,
+                    to: ip,
+                    ..prev
+                };
+                stacks.push(&m, trace);
+                out.branches.push(m);
+            }
+        }
         stacks.push(b, trace);
         out.branches.push(*b);
     }
@@ -214,16 +238,19 @@ fn discontinuity(out: &mut Expected, stacks: &mut Stacks, trace: u64) {
 }
 
 /// What perf's decoder recovers from one CPU's whole stream (full-trace
-/// mode: consecutive AUXTRACE buffers, one trace).
+/// mode: consecutive AUXTRACE buffers, one trace): every branch after the
+/// first PSB. perf also reports flagless `0 => ip` entries where it paused
+/// decoding for an event (a sample); those carry no branch and are not
+/// listed here (a comparison leaves them out of perf's list too).
 pub fn expected_full(cpu: &CpuTruth) -> Expected {
     let mut out = Expected::default();
     let mut stacks = Stacks::default();
-    let Some(&psb) = psbs(&cpu.stream).first() else {
+    let all = psbs(&cpu.stream);
+    let Some(&psb) = all.first() else {
         out.stacks = vec![Vec::new(); cpu.samples.len()];
         return out;
     };
-    decode_range(cpu, psb, u64::MAX, 1, &mut out, &mut stacks);
-    discontinuity(&mut out, &mut stacks, 1);
+    decode_range(cpu, &all, psb, u64::MAX, 1, false, &mut out, &mut stacks);
     // A sample's stack: its thread's newest branches before the PMI.
     for s in &cpu.samples {
         let before = out.branches.partition_point(|b| b.pos < s.end);
@@ -262,12 +289,12 @@ pub fn expected_samples(cpu: &CpuTruth) -> Expected {
         match (inside.first(), prev) {
             (None, _) => {} // no PSB: perf skips the buffer
             (Some(_), Some((prev_end, Some(prev_psb)))) if prev_psb >= start => {
-                decode_range(cpu, prev_end, end, trace, &mut out, &mut stacks);
+                decode_range(cpu, &all, prev_end, end, trace, true, &mut out, &mut stacks);
             }
             (Some(&psb), _) => {
                 discontinuity(&mut out, &mut stacks, trace);
                 trace += 1;
-                decode_range(cpu, psb, end, trace, &mut out, &mut stacks);
+                decode_range(cpu, &all, psb, end, trace, true, &mut out, &mut stacks);
             }
         }
         if !inside.is_empty() {

@@ -139,8 +139,10 @@ impl ReturnStack {
         len: 0,
     };
 
+    // Indices are taken modulo the depth where they are used, so that no
+    // bounds check (a panic path) is needed on the PMI side.
     fn push(&mut self, ret: u64) {
-        self.ring[self.top] = ret;
+        self.ring[self.top % RETURN_STACK_DEPTH] = ret;
         self.top = (self.top + 1) % RETURN_STACK_DEPTH;
         self.len = (self.len + 1).min(RETURN_STACK_DEPTH);
     }
@@ -153,7 +155,7 @@ impl ReturnStack {
         }
         self.top = (self.top + RETURN_STACK_DEPTH - 1) % RETURN_STACK_DEPTH;
         self.len -= 1;
-        self.ring[self.top] == target
+        self.ring[self.top % RETURN_STACK_DEPTH] == target
     }
 
     fn clear(&mut self) {
