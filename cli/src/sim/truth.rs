@@ -12,9 +12,8 @@
 //!   overlap and decoding continues where the previous one ended
 //!   (`intel_pt_find_overlap_tsc`); else it is a new trace (a new
 //!   `trace_nr`, and each thread's branch stack starts afresh).
-//! - Where a trace ends (the next buffer does not continue it, or the data
-//!   ends), perf reports an entry from 0 to the last IP it reached, with
-//!   no flags.
+//! - Where it stops decoding a sample's buffer (the sample point), perf
+//!   reports an entry from 0 to the last IP reached, with no flags.
 //! - A sample's branch stack (`--itrace=L<n>`) is its thread's newest
 //!   branches in the current trace, newest first (`thread_stack__br_sample`).
 
@@ -180,51 +179,27 @@ impl Stacks {
     }
 }
 
-/// Appends the decode of the branches whose packets lie in `(from, end]`,
-/// and (with `marks`) for each PSB+ among them that has no FUP (one
-/// written while packet generation was off), the entry perf reports for
-/// it: from 0 to the last IP reached, with no flags.
-#[allow(clippy::too_many_arguments)]
+/// Appends the decode of the branches whose packets lie in `(from, end]`.
 fn decode_range(
     cpu: &CpuTruth,
-    psbs: &[u64],
     from: u64,
     end: u64,
     trace: u64,
-    marks: bool,
     out: &mut Expected,
     stacks: &mut Stacks,
 ) {
     let first = cpu.branches.partition_point(|b| b.pos <= from);
     let last = cpu.branches.partition_point(|b| b.pos <= end);
-    let mut marks = psbs
-        .iter()
-        .copied()
-        .filter(|&p| marks && p > from && p < end)
-        .filter(|&p| matches!(psb_plus(&cpu.stream, p, end), Some((None, _))))
-        .peekable();
     for b in &cpu.branches[first..last] {
-        while marks.next_if(|&p| p < b.pos).is_some() {
-            if let Some(prev) = out.branches.last().copied() {
-                let ip = if prev.to == 0 { prev.from } else { prev.to };
-                let m = Branch {
-                    from: 0,
-                    to: ip,
-                    ..prev
-                };
-                stacks.push(&m, trace);
-                out.branches.push(m);
-            }
-        }
         stacks.push(b, trace);
         out.branches.push(*b);
     }
 }
 
-/// The entry perf reports where a trace ends (the next buffer does not
-/// continue it, or the data ends): from 0 to the last IP the trace
-/// reached, with no flags.
-fn discontinuity(out: &mut Expected, stacks: &mut Stacks, trace: u64) {
+/// The entry perf reports where it stops decoding a sample's buffer (at
+/// the sample point): from 0 to the last IP the trace reached, with no
+/// flags. It is not a branch: no branch stack holds it.
+fn discontinuity(out: &mut Expected) {
     if let Some(last) = out.branches.last().copied() {
         let ip = if last.to == 0 { last.from } else { last.to };
         let b = Branch {
@@ -232,7 +207,7 @@ fn discontinuity(out: &mut Expected, stacks: &mut Stacks, trace: u64) {
             to: ip,
             ..last
         };
-        stacks.push(&b, trace);
+        // perf prints it, but no thread's branch stack holds it.
         out.branches.push(b);
     }
 }
@@ -250,7 +225,7 @@ pub fn expected_full(cpu: &CpuTruth) -> Expected {
         out.stacks = vec![Vec::new(); cpu.samples.len()];
         return out;
     };
-    decode_range(cpu, &all, psb, u64::MAX, 1, false, &mut out, &mut stacks);
+    decode_range(cpu, psb, u64::MAX, 1, &mut out, &mut stacks);
     // A sample's stack: its thread's newest branches before the PMI.
     for s in &cpu.samples {
         let before = out.branches.partition_point(|b| b.pos < s.end);
@@ -289,20 +264,19 @@ pub fn expected_samples(cpu: &CpuTruth) -> Expected {
         match (inside.first(), prev) {
             (None, _) => {} // no PSB: perf skips the buffer
             (Some(_), Some((prev_end, Some(prev_psb)))) if prev_psb >= start => {
-                decode_range(cpu, &all, prev_end, end, trace, true, &mut out, &mut stacks);
+                decode_range(cpu, prev_end, end, trace, &mut out, &mut stacks);
             }
             (Some(&psb), _) => {
-                discontinuity(&mut out, &mut stacks, trace);
                 trace += 1;
-                decode_range(cpu, &all, psb, end, trace, true, &mut out, &mut stacks);
+                decode_range(cpu, psb, end, trace, &mut out, &mut stacks);
             }
         }
+        out.stacks.push(stacks.of(s.tid, s.end));
         if !inside.is_empty() {
             prev = Some((end, last_with_tsc));
+            discontinuity(&mut out);
         }
-        out.stacks.push(stacks.of(s.tid, s.end));
     }
-    discontinuity(&mut out, &mut stacks, trace);
     out
 }
 
