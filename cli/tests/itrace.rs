@@ -313,3 +313,42 @@ fn full_trace_mode_decodes_into_the_truth() {
         ],
     );
 }
+
+#[test]
+fn a_traced_kernel_handler_decodes_into_the_truth() {
+    if !perf_available() {
+        return;
+    }
+    decode_matches_truth(
+        "k1",
+        &["--kernel", "--seed", "6", "--cpus", "2", "--samples", "200"],
+    );
+    decode_matches_truth(
+        "k2",
+        &[
+            "--kernel",
+            "--seed",
+            "7",
+            "--cpus",
+            "1",
+            "--samples",
+            "100",
+            "--aux-sample-size",
+            "32768",
+        ],
+    );
+    decode_matches_truth(
+        "k3",
+        &[
+            "--kernel",
+            "--seed",
+            "8",
+            "--cpus",
+            "2",
+            "--samples",
+            "150",
+            "--mode",
+            "full",
+        ],
+    );
+}

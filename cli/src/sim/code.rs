@@ -152,6 +152,9 @@ pub struct Shape {
     /// Indirect jumps and calls through tables (they need an absolute
     /// 32-bit table address: user code only).
     pub tables: bool,
+    /// Direct `jmp`s (packetless: an interrupt handler whose trace is
+    /// split by a TSC must not have them, see `Programs::generate`).
+    pub jumps: bool,
 }
 
 /// A block before layout: body instruction encodings and terminator.
@@ -212,7 +215,7 @@ impl Code {
                     } else {
                         &deeper
                     };
-                    Self::draw_terminator(rng, here, last, next_block, callees, shape.tables)
+                    Self::draw_terminator(rng, here, last, next_block, callees, shape)
                 };
                 blocks.push(Draft { body, term });
             }
@@ -228,13 +231,14 @@ impl Code {
         last: BlockId,
         first: BlockId,
         deeper: &[FuncId],
-        tables: bool,
+        shape: Shape,
     ) -> Terminator {
+        let tables = shape.tables;
         let forward = |rng: &mut SplitMix64, from: BlockId| {
             from + rng.below((last - from + 1) as u64) as usize
         };
         let kind = rng.below(100);
-        if kind < 10 && here + 2 <= last {
+        if shape.jumps && kind < 10 && here + 2 <= last {
             return Terminator::Jump(forward(rng, here + 2));
         }
         if kind < 35 && !deeper.is_empty() {
@@ -429,6 +433,7 @@ mod tests {
             prefix: "fn",
             handler: false,
             tables: true,
+            jumps: true,
         };
         Code::generate(shape, &mut SplitMix64::new(7))
     }

@@ -380,6 +380,7 @@ impl Programs {
                 prefix: "demo",
                 handler: false,
                 tables: true,
+                jumps: true,
             },
             &mut rng,
         );
@@ -395,6 +396,7 @@ impl Programs {
                     prefix: "perfaux_irq",
                     handler: true,
                     tables: false,
+                    jumps: false,
                 },
                 &mut rng,
             )
@@ -911,7 +913,9 @@ impl Machine<'_, '_, '_, '_, '_> {
                 inside(self, s);
                 self.tick(c, s, cycles - cycles / 2);
                 self.trace(c, TraceEvent::Time(Self::tsc(s.cycles)));
-                self.trace_branch(c, s, TraceEvent::Enable(ip), Some((0, ip)));
+                // Back to the current thread (a switch may have changed it).
+                let back = s.threads[s.current].ip(self.code);
+                self.trace_branch(c, s, TraceEvent::Enable(back), Some((0, back)));
             }
             Some(k) => {
                 let mut handler = Thread::new(0, 0, k, 0, s.rng.next_u64());
@@ -929,8 +933,9 @@ impl Machine<'_, '_, '_, '_, '_> {
                 inside(self, s);
                 self.tick(c, s, cycles - cycles / 2);
                 self.trace(c, TraceEvent::Time(Self::tsc(s.cycles)));
+                let back = s.threads[s.current].ip(self.code);
                 loop {
-                    let step = handler.step(k, ip);
+                    let step = handler.step(k, back);
                     self.trace_branch(c, s, step.event, step.taken);
                     self.tick(c, s, step.instructions);
                     if step.iret {
@@ -941,39 +946,27 @@ impl Machine<'_, '_, '_, '_, '_> {
         }
     }
 
-    /// The scheduler switches CPU `c` to its next thread (from an
-    /// interrupt): the old thread's trace ends, `PERF_RECORD_SWITCH_CPU_WIDE`
-    /// out and in are written between the trace's timestamps, and the new
-    /// thread's trace begins after a TSC.
+    /// The scheduler switches CPU `c` to its next thread, from the timer
+    /// interrupt: the old thread's trace ends (FUP + TIP.PGD, or FUP + TIP
+    /// into the handler), `PERF_RECORD_SWITCH_CPU_WIDE` out and in are
+    /// written between the trace's timestamps, and the trace goes on in the
+    /// new thread after a TSC (TIP.PGE, or the handler's `iretq`).
     fn context_switch(&self, c: usize, s: &mut CpuState) {
         s.next_switch += TIMESLICE;
         if s.threads.len() < 2 {
             return;
         }
-        let old = s.current;
-        let from_ip = s.threads[old].ip(self.code);
-        self.trace_branch(
-            c,
-            s,
-            TraceEvent::Async {
-                from: from_ip,
-                to: None,
-            },
-            Some((from_ip, 0)),
-        );
-        self.tick(c, s, SWITCH_CYCLES);
-        let next = (old + 1) % s.threads.len();
-        let (o, n) = (&s.threads[old], &s.threads[next]);
-        let (o, n) = ((o.pid, o.tid), (n.pid, n.tid));
-        self.switch_record(c, true, o, n);
-        self.tick(c, s, 2);
-        s.current = next;
-        self.platforms[c].current.set(n);
-        self.switch_record(c, false, n, o);
-        self.tick(c, s, SWITCH_CYCLES);
-        self.trace(c, TraceEvent::Time(Self::tsc(s.cycles)));
-        let ip = s.threads[next].ip(self.code);
-        self.trace_branch(c, s, TraceEvent::Enable(ip), Some((0, ip)));
+        self.kernel_entry(c, s, 2 * SWITCH_CYCLES, |m, s| {
+            let old = s.current;
+            let next = (old + 1) % s.threads.len();
+            let (o, n) = (&s.threads[old], &s.threads[next]);
+            let (o, n) = ((o.pid, o.tid), (n.pid, n.tid));
+            m.switch_record(c, true, o, n);
+            m.tick(c, s, 2);
+            s.current = next;
+            m.platforms[c].current.set(n);
+            m.switch_record(c, false, n, o);
+        });
     }
 
     /// `perf_event_switch_output` for the leader (`context_switch`): the

@@ -175,6 +175,7 @@ mod tests {
             prefix: "fn",
             handler: false,
             tables: true,
+            jumps: true,
         };
         let code = Code::generate(shape, &mut SplitMix64::new(3));
         let mut t = Thread::new(1, 1, &code, 0, 9);

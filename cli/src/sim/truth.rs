@@ -197,11 +197,10 @@ fn decode_range(
 }
 
 /// The entry perf reports where it stops decoding a sample's buffer (at
-/// the sample point): from 0 to the last IP the trace reached, with no
-/// flags. It is not a branch: no branch stack holds it.
-fn discontinuity(out: &mut Expected) {
+/// the sample point): from 0 to the interrupted IP (the PMI's FUP), with
+/// no flags. It is not a branch: no branch stack holds it.
+fn discontinuity(out: &mut Expected, ip: u64) {
     if let Some(last) = out.branches.last().copied() {
-        let ip = if last.to == 0 { last.from } else { last.to };
         let b = Branch {
             from: 0,
             to: ip,
@@ -274,7 +273,7 @@ pub fn expected_samples(cpu: &CpuTruth) -> Expected {
         out.stacks.push(stacks.of(s.tid, s.end));
         if !inside.is_empty() {
             prev = Some((end, last_with_tsc));
-            discontinuity(&mut out);
+            discontinuity(&mut out, s.ip);
         }
     }
     out
