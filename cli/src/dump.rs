@@ -458,7 +458,7 @@ pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
                         ("NORETCOMP_BIT", intel_pt_priv::NORETCOMP_BIT),
                     ] {
                         let mask = word(r, 16 + 8 * at);
-                        if mask != 0 && !mask.is_power_of_two() || mask != 0 && mask < 64 {
+                        if mask != 0 && (!mask.is_power_of_two() || mask < 64) {
                             bad(format!(
                                 "AUXTRACE_INFO {what} {mask:#x} is not a config mask"
                             ));

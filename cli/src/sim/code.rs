@@ -244,7 +244,7 @@ impl Code {
         if kind < 35 && !deeper.is_empty() {
             return Terminator::Call(deeper[rng.below(deeper.len() as u64) as usize]);
         }
-        if tables && kind < 41 && here + 1 <= last {
+        if tables && kind < 41 && here < last {
             let n = 2 + rng.below(3) as usize;
             let targets = (0..n).map(|_| forward(rng, here + 1)).collect();
             return Terminator::IndirectJump { table: 0, targets };
