@@ -345,8 +345,7 @@ struct CpuState {
     next_tsc: u64,
     counts: Vec<u64>,
     rng: SplitMix64,
-    /// What the CPU did, for `--truth` (always kept: the drain matches
-    /// samples to their windows).
+    /// What the CPU did, for `--truth` (kept only then).
     truth: CpuTruth,
 }
 
@@ -462,8 +461,10 @@ pub fn record<W: Write + Seek>(
     let taps: Vec<RefCell<StreamTap>> = (0..cpus)
         .map(|_| RefCell::new(StreamTap::default()))
         .collect();
-    for (t, tap) in tracers.iter().zip(&taps) {
-        t.set_tap(Some(tap));
+    if config.truth {
+        for (t, tap) in tracers.iter().zip(&taps) {
+            t.set_tap(Some(tap));
+        }
     }
     let leader_attr = leader_attr(config);
     let mut pts = Vec::new();
@@ -827,7 +828,7 @@ impl Machine<'_, '_, '_, '_, '_> {
     ) {
         let traced = self.tracers[c].generating() || matches!(event, TraceEvent::Enable(_));
         self.trace(c, event);
-        if let (Some((from, to)), true) = (taken, traced) {
+        if let (Some((from, to)), true, true) = (taken, traced, self.config.truth) {
             s.truth.branches.push(Branch {
                 from,
                 to,
@@ -876,7 +877,7 @@ impl Machine<'_, '_, '_, '_, '_> {
             };
             let end = m.tracers[c].written();
             // A refused sample is counted by the event (lost_samples).
-            if m.samplers[sampler].overflow(&m.platforms[c], &data).is_ok() {
+            if m.samplers[sampler].overflow(&m.platforms[c], &data).is_ok() && m.config.truth {
                 s.truth.samples.push(SamplePoint {
                     tid: s.threads[s.current].tid,
                     time: m.platforms[c].now.get(),

@@ -5,7 +5,7 @@
 //! first), raising a PMI when an INT region fills and stopping when a STOP
 //! region fills.
 
-use core::cell::{Cell, RefCell};
+use core::cell::{Cell, RefCell, UnsafeCell};
 
 use super::config::PtConfig;
 use super::stream::{PacketSink, PacketStream, TraceEvent};
@@ -50,7 +50,17 @@ pub trait TraceHw {
 /// that CPU (possibly nested: a PMI's driver code runs between two events).
 pub struct SoftTracer<'p> {
     phys: &'p dyn PhysMap,
-    stream: Cell<Option<PacketStream>>,
+    /// The packet generator, created at the first packet.
+    ///
+    /// # Invariants
+    /// Only `trace`, `generating`, `disable` and `configure` touch it, on
+    /// this CPU (the type is not `Sync`), and only while `writing` is clear;
+    /// `trace` sets `writing` for as long as it holds a `&mut` to it, so a
+    /// PMI that interrupts the write (the `interrupt` hook) and calls back
+    /// into the tracer never makes a second reference.
+    stream: UnsafeCell<Option<PacketStream>>,
+    /// `trace` is writing packets (it holds the stream).
+    writing: Cell<bool>,
     /// The PSB period of `PSBFreq` 0.
     psb_base: u64,
     /// What `RTIT_CTL` says; a new value starts a new stream.
@@ -80,7 +90,8 @@ impl<'p> SoftTracer<'p> {
     pub fn new(phys: &'p dyn PhysMap, psb_base: u64) -> SoftTracer<'p> {
         SoftTracer {
             phys,
-            stream: Cell::new(None),
+            stream: UnsafeCell::new(None),
+            writing: Cell::new(false),
             psb_base,
             config: Cell::new(PtConfig {
                 tsc: true,
@@ -119,14 +130,20 @@ impl<'p> SoftTracer<'p> {
         if !self.enabled.get() {
             return;
         }
-        let mut stream = self
-            .stream
-            .take()
-            .unwrap_or_else(|| PacketStream::with_config(self.psb_base, self.config.get()));
+        if self.writing.replace(true) {
+            // An event inside a packet write cannot happen on hardware
+            // (only a PMI can interrupt it, and a PMI traces nothing).
+            return;
+        }
+        // SAFETY: `writing` was clear and is now set: no other reference to
+        // the stream exists or is made until it is cleared (the invariant).
+        let stream = unsafe { &mut *self.stream.get() };
+        let stream = stream
+            .get_or_insert_with(|| PacketStream::with_config(self.psb_base, self.config.get()));
         stream.set_clock(self.clock.get());
         let mut out = Output { tracer: self };
         stream.feed(event, &mut out);
-        self.stream.set(Some(stream));
+        self.writing.set(false);
     }
 
     /// The timestamp counter now reads `tsc` (no packet; later PSB+ blocks
@@ -143,17 +160,12 @@ impl<'p> SoftTracer<'p> {
     /// Whether packet generation is on (between TIP.PGE and TIP.PGD, with
     /// TraceEn set).
     pub fn generating(&self) -> bool {
-        if !self.enabled.get() {
+        if !self.enabled.get() || self.writing.get() {
             return false;
         }
-        match self.stream.take() {
-            Some(s) => {
-                let on = s.enabled();
-                self.stream.set(Some(s));
-                on
-            }
-            None => false,
-        }
+        // SAFETY: `writing` is clear: no `&mut` to the stream exists, and
+        // this shared one ends here (the invariant).
+        unsafe { (*self.stream.get()).as_ref() }.is_some_and(PacketStream::enabled)
     }
 
     /// Takes the ToPA PMIs raised since the last call (an INT region filled).
@@ -295,15 +307,16 @@ impl TraceHw for SoftTracer<'_> {
     fn disable(&self) {
         // Branches gathered but not emitted go out first, as the hardware
         // flushes its TNT buffer when TraceEn drops. When a PMI interrupted
-        // a write, the stream is out of its cell (the write owns it), so
+        // a write, `writing` is set (the write holds the stream), so
         // nothing is flushed into the middle of that write: like the
         // hardware's, its writes are never split, and it completes once
         // tracing is on again.
-        if self.enabled.get() {
-            if let Some(mut stream) = self.stream.take() {
+        if self.enabled.get() && !self.writing.replace(true) {
+            // SAFETY: `writing` was clear and is now set, as in `trace`.
+            if let Some(stream) = unsafe { (*self.stream.get()).as_mut() } {
                 stream.stop(&mut Output { tracer: self });
-                self.stream.set(Some(stream));
             }
+            self.writing.set(false);
         }
         self.enabled.set(false);
     }
@@ -330,8 +343,10 @@ impl TraceHw for SoftTracer<'_> {
             // A new configuration: the next packet starts a new stream
             // (PSB+ first). Drivers configure with tracing off.
             self.config.set(config);
-            if !self.enabled.get() {
-                self.stream.set(None);
+            if !self.enabled.get() && !self.writing.get() {
+                // SAFETY: `writing` is clear: no reference to the stream
+                // exists (the invariant); this write ends here.
+                unsafe { *self.stream.get() = None };
             }
         }
     }
