@@ -43,6 +43,10 @@ type Sample = (u32, u64, Vec<(u64, u64)>);
 struct Truth {
     branches: BTreeMap<u32, Vec<Branch>>,
     samples: BTreeMap<u32, Vec<Sample>>,
+    /// Full mode: instructions `--itrace=i0ns` must count per CPU.
+    instructions: BTreeMap<u32, u64>,
+    /// Per CPU, the first and last branch time (ns).
+    times: BTreeMap<u32, (u64, u64)>,
 }
 
 fn hex(s: &str) -> u64 {
@@ -54,11 +58,22 @@ fn read_truth(path: &Path) -> Truth {
     for line in std::fs::read_to_string(path).unwrap().lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
         match f.first() {
-            Some(&"branch") => t.branches.entry(f[1].parse().unwrap()).or_default().push((
-                hex(f[4]),
-                hex(f[5]),
-                f[2].parse().unwrap(),
-            )),
+            Some(&"branch") => {
+                let cpu = f[1].parse().unwrap();
+                let time: u64 = f[3].parse().unwrap();
+                let span = t.times.entry(cpu).or_insert((time, time));
+                span.0 = span.0.min(time);
+                span.1 = span.1.max(time);
+                t.branches.entry(cpu).or_default().push((
+                    hex(f[4]),
+                    hex(f[5]),
+                    f[2].parse().unwrap(),
+                ));
+            }
+            Some(&"instructions") => {
+                t.instructions
+                    .insert(f[1].parse().unwrap(), f[2].parse().unwrap());
+            }
             Some(&"sample") => {
                 let stack = f[6..]
                     .iter()
@@ -165,9 +180,12 @@ fn decode_matches_truth(name: &str, args: &[&str]) {
             time >= *last,
             "{name}: CPU {cpu} time goes back at {line:?}"
         );
+        // Within the recording: perf's times come from the TSC packets
+        // (printed to the microsecond), the truth's from the clock.
+        let (first, last_ns) = truth.times[&cpu];
         assert!(
-            (1.0..2.0).contains(&time),
-            "{name}: time {time} outside the recording"
+            time >= (first / 1000) as f64 / 1e6 - 2e-6 && time <= last_ns as f64 / 1e9 + 2e-6,
+            "{name}: CPU {cpu} time {time} outside the recording [{first}, {last_ns}] ns"
         );
         *last = time;
         perf.entry(cpu).or_default().push((from, to, tid));
@@ -193,6 +211,23 @@ fn decode_matches_truth(name: &str, args: &[&str]) {
             "{name}: CPU {cpu}: only {} branches",
             want.len()
         );
+    }
+
+    // Every instruction (full mode, kept small: perf prints one line each).
+    let total: u64 = truth.instructions.values().sum();
+    if full && total <= 4_000_000 {
+        let mut i_args = vec!["--itrace=i0ns", "-F", "cpu"];
+        i_args.extend(&vmlinux);
+        let mut counted: BTreeMap<u32, u64> = BTreeMap::new();
+        for line in perf_script(&data, &i_args).lines() {
+            let cpu = line
+                .trim()
+                .trim_matches(|c| c == '[' || c == ']')
+                .parse()
+                .unwrap();
+            *counted.entry(cpu).or_default() += 1;
+        }
+        assert_eq!(counted, truth.instructions, "{name}: instructions per CPU");
     }
 
     // Every sample's history (sampling mode: perf attaches the branches of
@@ -310,6 +345,40 @@ fn full_trace_mode_decodes_into_the_truth() {
             "full",
             "--aux-pages",
             "128",
+        ],
+    );
+}
+
+#[test]
+fn full_trace_instruction_counts_equal_the_simulators() {
+    if !perf_available() {
+        return;
+    }
+    decode_matches_truth(
+        "i1",
+        &[
+            "--seed",
+            "9",
+            "--cpus",
+            "2",
+            "--duration",
+            "1ms",
+            "--mode",
+            "full",
+        ],
+    );
+    decode_matches_truth(
+        "i2",
+        &[
+            "--kernel",
+            "--seed",
+            "10",
+            "--cpus",
+            "1",
+            "--duration",
+            "1ms",
+            "--mode",
+            "full",
         ],
     );
 }

@@ -842,6 +842,9 @@ impl Machine<'_, '_, '_, '_, '_> {
     /// `instructions` retired (a branch among them if `branch`): their
     /// cycles, the periodic TSC, and the counters' overflows (PMIs).
     fn retire(&self, c: usize, s: &mut CpuState, instructions: u64, branch: bool) {
+        if self.config.truth && self.tracers[c].generating() {
+            s.truth.instructions += instructions;
+        }
         let cycles = instructions * (1 + s.rng.below(3));
         self.tick(c, s, cycles);
         if s.cycles >= s.next_tsc {
@@ -937,6 +940,9 @@ impl Machine<'_, '_, '_, '_, '_> {
                 let back = s.threads[s.current].ip(self.code);
                 loop {
                     let step = handler.step(k, back);
+                    if self.config.truth && self.tracers[c].generating() {
+                        s.truth.instructions += step.instructions;
+                    }
                     self.trace_branch(c, s, step.event, step.taken);
                     self.tick(c, s, step.instructions);
                     if step.iret {

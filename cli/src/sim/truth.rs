@@ -64,6 +64,9 @@ pub struct CpuTruth {
     pub stream: Vec<u8>,
     /// Samples whose record the drain has seen (and sized).
     pub drained: usize,
+    /// Instructions retired while packets were generated (what a decoder
+    /// walks, from the first TIP.PGE on).
+    pub instructions: u64,
 }
 
 /// What the decoder shows for one CPU.
@@ -302,6 +305,12 @@ pub fn render(cpus: &[CpuTruth], full: bool) -> String {
                 "branch {c} {} {} {:#x} {:#x}",
                 b.tid, b.time, b.from, b.to
             );
+        }
+        if full {
+            // perf reports the state where it paused for each sample once
+            // more (the flagless entry of `--itrace=b`), an instruction too.
+            let n = cpu.instructions + cpu.samples.len() as u64;
+            let _ = writeln!(s, "instructions {c} {n}");
         }
         for (p, stack) in cpu.samples.iter().zip(&e.stacks) {
             let _ = write!(
