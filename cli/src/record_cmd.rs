@@ -160,14 +160,21 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         .ok_or_else(|| format!("{}: not a UTF-8 path", elf_path.display()))?
         .to_owned();
     config.check()?;
-    let file = File::create(&args.output)
-        .map_err(|e| format!("cannot create {}: {e}", args.output.display()))?;
-    // Opened first, so that a bad path fails before the run.
+    if args.truth.as_deref() == Some(args.output.as_path()) {
+        return Err(format!(
+            "--truth {}: that is the output file",
+            args.output.display()
+        ));
+    }
+    // Opened first, so that a bad path fails before the run (and before
+    // the output is touched).
     let truth_file = args
         .truth
         .as_ref()
         .map(|p| File::create(p).map_err(|e| format!("cannot create {}: {e}", p.display())))
         .transpose()?;
+    let file = File::create(&args.output)
+        .map_err(|e| format!("cannot create {}: {e}", args.output.display()))?;
     let started = Instant::now();
     // Hidden until the run has taken a second: short runs print no bar.
     let bar = ProgressBar::with_draw_target(Some(1000), ProgressDrawTarget::hidden());

@@ -411,6 +411,10 @@ fn bad_options_get_one_line_and_a_failure() {
             "cannot be used with",
         ),
         (vec!["--mode", "sideways"], "sideways"),
+        (
+            vec!["--truth", "/nonexistent-dir/truth.txt"],
+            "cannot create /nonexistent-dir/truth.txt",
+        ),
     ] {
         let out = perfaux()
             .arg("record")
@@ -423,5 +427,21 @@ fn bad_options_get_one_line_and_a_failure() {
         assert_ne!(out.status.code(), Some(0), "{args:?} succeeded");
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(
+            stderr.lines().next().is_some_and(|l| l.contains(needle)),
+            "{args:?}: first line: {stderr}"
+        );
     }
+    // The truth may not overwrite the recording.
+    let out = perfaux()
+        .arg("record")
+        .arg("-o")
+        .arg(tmp("same.data"))
+        .arg("--truth")
+        .arg(tmp("same.data"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("that is the output file"));
+    assert!(!tmp("same.data").exists());
 }
