@@ -260,20 +260,11 @@ pub fn describe(file: &PerfData<'_>, record: &Record<'_>) -> (String, Option<Str
                 c_string(r, 16)
             );
         }
-        record_type::MMAP => {
-            let _ = write!(
-                line,
-                " pid/tid {}/{} [{:#x}, {:#x}) pgoff {:#x} {}",
-                word(r, 8) as u32,
-                (word(r, 8) >> 32) as u32,
-                word(r, 16),
-                word(r, 16).wrapping_add(word(r, 24)),
-                word(r, 32),
-                c_string(r, 40)
-            );
-        }
-        record_type::MMAP2 => {
-            let build_id = if header_misc(r) & MISC_MMAP_BUILD_ID != 0 {
+        record_type::MMAP | record_type::MMAP2 => {
+            // MMAP2 adds the device/inode or build-id union and prot/flags
+            // before the name.
+            let mmap2 = record.header.type_ == record_type::MMAP2;
+            let build_id = if mmap2 && header_misc(r) & MISC_MMAP_BUILD_ID != 0 {
                 let n = usize::from(r.get(40).copied().unwrap_or(0)).min(20);
                 let id = r.get(44..44 + n).unwrap_or_default();
                 format!(
@@ -291,7 +282,7 @@ pub fn describe(file: &PerfData<'_>, record: &Record<'_>) -> (String, Option<Str
                 word(r, 16),
                 word(r, 16).wrapping_add(word(r, 24)),
                 word(r, 32),
-                c_string(r, 72)
+                c_string(r, if mmap2 { 72 } else { 40 })
             );
         }
         record_type::SWITCH_CPU_WIDE => {

@@ -8,30 +8,14 @@
 //! stack must be the truth's. Set `PERFAUX_REQUIRE_PERF=1` (CI does) to
 //! fail instead of skipping when `perf` is missing.
 
+mod common;
+
+use common::{perf_available, text};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
 
 use assert_cmd::Command;
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn perf_available() -> bool {
-    let found = Process::new("perf")
-        .arg("version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("PERFAUX_REQUIRE_PERF").is_none(),
-            "PERFAUX_REQUIRE_PERF is set but `perf` does not run"
-        );
-        eprintln!("perf not installed: the decoder checks are skipped");
-    }
-    found
-}
 
 /// One branch: (from, to, tid).
 type Branch = (u64, u64, u32);

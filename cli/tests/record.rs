@@ -6,6 +6,9 @@
 //! no parse errors, every sample listed. Set `PERFAUX_REQUIRE_PERF=1` (CI
 //! does) to fail instead of skipping the perf part when `perf` is missing.
 
+mod common;
+
+use common::{perf_available, text};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -15,10 +18,6 @@ use perfaux_cli::sim::PSB_PERIOD;
 
 fn perfaux() -> Command {
     Command::cargo_bin("perfaux").expect("the perfaux binary is built")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 fn tmp(name: &str) -> PathBuf {
@@ -124,21 +123,6 @@ fn perf_payloads(dump: &str) -> Vec<Dumped> {
         out.push(d);
     }
     out
-}
-
-fn perf_available() -> bool {
-    let found = std::process::Command::new("perf")
-        .arg("version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("PERFAUX_REQUIRE_PERF").is_none(),
-            "PERFAUX_REQUIRE_PERF is set but `perf` does not run"
-        );
-        eprintln!("perf not installed: the perf checks are skipped");
-    }
-    found
 }
 
 fn perf(args: &[&str], file: &Path) -> Output {

@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! What the cli's integration tests share.
+
+/// Whether `perf` runs here. With `PERFAUX_REQUIRE_PERF` set (CI sets it),
+/// a missing perf fails the test instead of skipping its perf checks.
+pub fn perf_available() -> bool {
+    let found = std::process::Command::new("perf")
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var_os("PERFAUX_REQUIRE_PERF").is_none(),
+            "PERFAUX_REQUIRE_PERF is set but `perf` does not run"
+        );
+        eprintln!("perf not installed: the perf checks are skipped");
+    }
+    found
+}
+
+/// Bytes as text, lossily.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
