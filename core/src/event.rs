@@ -111,10 +111,18 @@ impl<'g, P> Event<'g, P> {
             caps: l.pmu.caps(),
         });
         let checked = check_event(&config.attr, config.pmu.caps(), leader_info);
-        match (checked, config.leader) {
-            (Err(rule), _) if !rule.after_group_block() && !is_group_rule(rule) => {
+        if let Err(rule) = checked {
+            if !rule.after_group_block() && !is_group_rule(rule) {
                 return Err(rule);
             }
+        }
+        // `pmu->event_init` (in `perf_event_alloc`, before the group
+        // block). Linux runs it before its PMU capability checks; here they
+        // come first, which matters only for an attr both refuse.
+        if config.pmu.event_init(&config.attr).is_err() {
+            return Err(Rule::PmuRefusedConfig);
+        }
+        match (checked, config.leader) {
             (checked, Some(leader)) => {
                 if leader.leader.is_some() {
                     return Err(Rule::LeaderNotGroupLeader);

@@ -44,6 +44,15 @@ pub trait Pmu {
     /// What the PMU can do.
     fn caps(&self) -> PmuCaps;
 
+    /// `pmu->event_init`'s own checks of an event being opened on this PMU
+    /// (its `config` bits, say); an error refuses the open with `EINVAL`
+    /// ([`Rule::PmuRefusedConfig`](crate::attr::Rule::PmuRefusedConfig)).
+    /// The default accepts every attr.
+    fn event_init(&self, attr: &crate::abi::PerfEventAttr) -> Result<()> {
+        let _ = attr;
+        Ok(())
+    }
+
     /// Puts the event on this CPU's PMU (`pmu->add`); with [`ef::START`],
     /// starts it. An AUX PMU opens its AUX transaction here.
     fn add(&self, event: &EventInfo<'_>, flags: u32) -> Result<()>;

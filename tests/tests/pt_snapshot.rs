@@ -219,3 +219,51 @@ fn b6_one_page_snapshot_buffer_uses_single_range_output() {
         assert_eq!(area.head(), written % 4096);
     })
 }
+
+/// `pt_event_init`: a PT event whose `attr.config` asks for what the
+/// tracer does not offer is refused at open (EINVAL), one it offers opens
+/// and its bits reach the tracer when the event starts.
+#[test]
+fn the_pt_config_is_checked_at_open_and_programmed_at_start() {
+    use perfaux::attr::Rule;
+    use perfaux::pt::config::bits;
+    let mem = RingMemory::new(4, 0);
+    let aux = AuxMemory::new(4, 0);
+    with_pt(&mem, &aux, true, 2048, FixedEvent::default(), |p| {
+        let open = |config: u64| {
+            let mut attr = PerfEventAttr::new(136);
+            attr.type_ = 8;
+            attr.config = config;
+            Event::open(EventConfig {
+                attr,
+                pmu: p.pmu,
+                id: 1,
+                cpu: 0,
+                leader: None,
+                parent: None,
+            })
+        };
+        for bad in [
+            bits::MTC,
+            bits::CYC,
+            bits::BRANCH,
+            9 << bits::PSB_PERIOD_SHIFT,
+            1 << 2,
+        ] {
+            assert_eq!(open(bad).err(), Some(Rule::PmuRefusedConfig), "{bad:#x}");
+            assert_eq!(Rule::PmuRefusedConfig.error().errno(), -22);
+        }
+        let config = bits::TSC | bits::NORETCOMP | (1 << bits::PSB_PERIOD_SHIFT);
+        let leader = open(config).expect("tsc,noretcomp,psb_period=1 opens");
+        let ring = p.ring;
+        let buffer = Buffer {
+            ring,
+            aux: Some(p.area),
+        };
+        leader.set_buffer(&buffer);
+        leader.sched_in(&Cpu0).expect("scheduled");
+        let c = p.tracer.config();
+        assert!(c.tsc && !c.return_compression && c.branches && c.psb_freq == 1);
+        leader.sched_out();
+    });
+}

@@ -97,6 +97,10 @@ pub enum Rule {
     AuxLeaderCannotPause,
     /// `aux_sample_size` under a leader whose PMU has no `snapshot_aux`.
     AuxLeaderWithoutSnapshot,
+
+    // The PMU's own checks (`pmu->event_init`).
+    /// The PMU refused the event's `config` (Intel PT: `pt_event_valid`).
+    PmuRefusedConfig,
 }
 
 impl Rule {
@@ -152,7 +156,8 @@ impl Rule {
             | AuxOutputAndSampleSize
             | AuxOutputLeaderMismatch
             | AuxLeaderCannotPause
-            | AuxLeaderWithoutSnapshot => Error::Invalid,
+            | AuxLeaderWithoutSnapshot
+            | PmuRefusedConfig => Error::Invalid,
         }
     }
 
@@ -216,6 +221,9 @@ impl Rule {
             }
             AuxLeaderWithoutSnapshot => {
                 "aux_sample_size needs a leader whose PMU implements snapshot_aux"
+            }
+            PmuRefusedConfig => {
+                "the PMU's event_init refused the config (intel_pt: a format bit it does not offer)"
             }
         }
     }

@@ -424,6 +424,11 @@ impl<O: AuxOutput> Pmu for PtPmu<'_, O> {
             | PmuCaps::AUX_PAUSE
     }
 
+    fn event_init(&self, attr: &crate::abi::PerfEventAttr) -> Result<()> {
+        // `pt_event_init`: the config bits as `pt_event_valid` checks them.
+        PtConfig::from_attr(attr.config).map(|_| ())
+    }
+
     fn add(&self, event: &EventInfo<'_>, flags: u32) -> Result<()> {
         // One PT event per CPU.
         if self.busy.get() || self.txn.get().is_some() {
