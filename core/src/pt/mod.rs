@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! The PT-style PMU (spec §F): [`packet`], the Intel PT packet
-//! encodings, with the hardware's IP compression; [`stream`], the packets a
-//! tracer emits for trace events, PSB+ blocks included; [`topa`], the
+//! encodings, with the hardware's IP compression; [`config`], the event's
+//! `attr.config` (the `intel_pt` format bits) checked as `pt_event_valid`
+//! checks it; [`stream`], the packets a tracer emits for what the CPU
+//! executes, by the hardware's rules (PSB+ FUP = next instruction, FUP +
+//! TIP/TIP.PGD for asynchronous events, return compression); [`topa`], the
 //! output tables over the AUX pages and the output position; [`tracer`],
 //! the tracer seam and a software tracer writing through the tables;
 //! [`pmu`], the PMU of one CPU in snapshot mode (with `snapshot_aux`) and
