@@ -140,25 +140,23 @@ fn decode_matches_truth(name: &str, args: &[&str]) {
     }
 
     // Every branch, per CPU.
-    let mut be_args = vec!["--itrace=be", "-F", "cpu,tid,time,flags,ip,addr"];
+    let mut be_args = vec!["--itrace=be", "-F", "tid,cpu,time,event,flags,ip,addr"];
     be_args.extend(&vmlinux);
     let be = perf_script(&data, &be_args);
     let mut perf: BTreeMap<u32, Vec<Branch>> = BTreeMap::new();
     let mut last_time: BTreeMap<u32, f64> = BTreeMap::new();
     for line in be.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
+        // perf prints the file's own samples (`cycles:u:` ...) among the
+        // synthesized `branches` events: only the latter are branches.
+        if !f[3].starts_with("branches") {
+            continue;
+        }
         let tid: u32 = f[0].parse().unwrap();
         let cpu: u32 = f[1].trim_matches(|c| c == '[' || c == ']').parse().unwrap();
         let time: f64 = f[2].trim_end_matches(':').parse().unwrap();
-        let (from, to) = match f.iter().position(|&w| w == "=>") {
-            Some(i) => (hex(f[i - 1]), hex(f[i + 1])),
-            None => (hex(f[f.len() - 2]), hex(f[f.len() - 1])),
-        };
-        // Full mode: perf's flagless `0 => ip` entries where it paused
-        // decoding for a sample are not branches (the truth leaves them out).
-        if full && from == 0 && f.len() == 5 {
-            continue;
-        }
+        let i = f.iter().position(|&w| w == "=>").expect("a branch has =>");
+        let (from, to) = (hex(f[i - 1]), hex(f[i + 1]));
         let last = last_time.entry(cpu).or_insert(0.0);
         assert!(
             time >= *last,
@@ -200,16 +198,16 @@ fn decode_matches_truth(name: &str, args: &[&str]) {
     // Every instruction (full mode, kept small: perf prints one line each).
     let total: u64 = truth.instructions.values().sum();
     if full && total <= 4_000_000 {
-        let mut i_args = vec!["--itrace=i0ns", "-F", "cpu"];
+        let mut i_args = vec!["--itrace=i0ns", "-F", "cpu,event"];
         i_args.extend(&vmlinux);
         let mut counted: BTreeMap<u32, u64> = BTreeMap::new();
         for line in perf_script(&data, &i_args).lines() {
-            let cpu = line
-                .trim()
-                .trim_matches(|c| c == '[' || c == ']')
-                .parse()
-                .unwrap();
-            *counted.entry(cpu).or_default() += 1;
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // The file's own samples are printed too: count instructions.
+            if f[1].starts_with("instructions") {
+                let cpu = f[0].trim_matches(|c| c == '[' || c == ']').parse().unwrap();
+                *counted.entry(cpu).or_default() += 1;
+            }
         }
         assert_eq!(counted, truth.instructions, "{name}: instructions per CPU");
     }

@@ -12,8 +12,6 @@
 //!   overlap and decoding continues where the previous one ended
 //!   (`intel_pt_find_overlap_tsc`); else it is a new trace (a new
 //!   `trace_nr`, and each thread's branch stack starts afresh).
-//! - Where it stops decoding a sample's buffer (the sample point), perf
-//!   reports an entry from 0 to the last IP reached, with no flags.
 //! - A sample's branch stack (`--itrace=L<n>`) is its thread's newest
 //!   branches in the current trace, newest first (`thread_stack__br_sample`).
 
@@ -199,26 +197,9 @@ fn decode_range(
     }
 }
 
-/// The entry perf reports where it stops decoding a sample's buffer (at
-/// the sample point): from 0 to the interrupted IP (the PMI's FUP), with
-/// no flags. It is not a branch: no branch stack holds it.
-fn discontinuity(out: &mut Expected, ip: u64) {
-    if let Some(last) = out.branches.last().copied() {
-        let b = Branch {
-            from: 0,
-            to: ip,
-            ..last
-        };
-        // perf prints it, but no thread's branch stack holds it.
-        out.branches.push(b);
-    }
-}
-
 /// What perf's decoder recovers from one CPU's whole stream (full-trace
 /// mode: consecutive AUXTRACE buffers, one trace): every branch after the
-/// first PSB. perf also reports flagless `0 => ip` entries where it paused
-/// decoding for an event (a sample); those carry no branch and are not
-/// listed here (a comparison leaves them out of perf's list too).
+/// first PSB.
 pub fn expected_full(cpu: &CpuTruth) -> Expected {
     let mut out = Expected::default();
     let mut stacks = Stacks::default();
@@ -276,7 +257,6 @@ pub fn expected_samples(cpu: &CpuTruth) -> Expected {
         out.stacks.push(stacks.of(s.tid, s.end));
         if !inside.is_empty() {
             prev = Some((end, last_with_tsc));
-            discontinuity(&mut out, s.ip);
         }
     }
     out
@@ -293,6 +273,9 @@ pub fn render(cpus: &[CpuTruth], full: bool) -> String {
     s.push_str(
         "# sample <cpu> <tid> <time ns> <ip> <n> <from>/<to>...  (branch stack, newest first)\n",
     );
+    s.push_str(
+        "# instructions <cpu> <n>   (full-trace mode: every instruction --itrace=i0ns walks)\n",
+    );
     for (c, cpu) in cpus.iter().enumerate() {
         let e = if full {
             expected_full(cpu)
@@ -307,10 +290,7 @@ pub fn render(cpus: &[CpuTruth], full: bool) -> String {
             );
         }
         if full {
-            // perf reports the state where it paused for each sample once
-            // more (the flagless entry of `--itrace=b`), an instruction too.
-            let n = cpu.instructions + cpu.samples.len() as u64;
-            let _ = writeln!(s, "instructions {c} {n}");
+            let _ = writeln!(s, "instructions {c} {}", cpu.instructions);
         }
         for (p, stack) in cpu.samples.iter().zip(&e.stacks) {
             let _ = write!(
