@@ -409,6 +409,8 @@ pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
     let mut psb_period: Option<u64> = None;
     let mut seen_info = false;
     let sample_id_all = file.events.first().is_some_and(|e| e.attr.sample_id_all());
+    let mut traces: BTreeMap<u32, TraceRun> = BTreeMap::new();
+    let mut trace_violations = Vec::new();
     for record in file.records() {
         let record = record?;
         rep.records += 1;
@@ -513,7 +515,23 @@ pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
                 if !seen_info {
                     bad("AUXTRACE before any AUXTRACE_INFO".into());
                 }
-                check_payload(record.payload, None, &mut bad);
+                // A full trace is one stream per CPU, cut into records
+                // anywhere (mid-packet too): decode what follows on.
+                let (offset, cpu) = (word(r, 16), word(r, 40) as u32);
+                let run = traces.entry(cpu).or_default();
+                let end = run.start + run.bytes.len() as u64;
+                if run.bytes.is_empty() || offset < run.start || offset > end {
+                    if !run.bytes.is_empty() {
+                        let (start, bytes) = (run.start, std::mem::take(&mut run.bytes));
+                        check_trace(cpu, start, &bytes, &mut trace_violations);
+                    }
+                    run.start = offset;
+                } else {
+                    // Padding of the record before (perf record pads each
+                    // to 8 bytes) is overwritten by what follows it.
+                    run.bytes.truncate((offset - run.start) as usize);
+                }
+                run.bytes.extend_from_slice(record.payload);
                 rep.payloads += 1;
                 rep.aux_bytes += record.payload.len() as u64;
             }
@@ -566,7 +584,29 @@ pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
             *last = time;
         }
     }
+    for (cpu, run) in traces {
+        check_trace(cpu, run.start, &run.bytes, &mut trace_violations);
+    }
+    rep.violations.extend(trace_violations);
     Ok(rep)
+}
+
+/// The AUXTRACE data of one CPU that follows on from `start`.
+#[derive(Default)]
+struct TraceRun {
+    start: u64,
+    bytes: Vec<u8>,
+}
+
+/// A full trace's run of AUX data decodes from its first PSB to its end
+/// with TSCs that never go back.
+fn check_trace(cpu: u32, start: u64, bytes: &[u8], violations: &mut Vec<String>) {
+    check_payload(bytes, None, &mut |msg| {
+        violations.push(format!(
+            "CPU {cpu} AUX data at {start:#x}..{:#x}: {msg}",
+            start + bytes.len() as u64
+        ));
+    });
 }
 
 /// A PSB where one must be, decoding to the end, TSCs that never go back.

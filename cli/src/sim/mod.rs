@@ -357,6 +357,9 @@ pub struct Outputs {
     pub kernel_elf: Option<Vec<u8>>,
     /// The ground truth ([`truth::render`]), if asked for.
     pub truth: Option<String>,
+    /// With the truth: every byte each CPU's tracer wrote, in order (its
+    /// AUX offsets: byte `i` went to AUX offset `i`).
+    pub streams: Vec<Vec<u8>>,
 }
 
 /// The user program and, with `--kernel`, the interrupt handler.
@@ -690,14 +693,18 @@ pub fn record<W: Write + Seek>(
         tracer.set_tap(None);
         states[t].truth.stream = std::mem::take(&mut taps[t].borrow_mut().0);
     }
-    let truth = config.truth.then(|| {
-        let cpus: Vec<CpuTruth> = states.into_iter().map(|s| s.truth).collect();
-        truth::render(&cpus, config.mode == Mode::Full)
-    });
+    let mut cpus: Vec<CpuTruth> = states.into_iter().map(|s| s.truth).collect();
+    let truth = config
+        .truth
+        .then(|| truth::render(&cpus, config.mode == Mode::Full));
     let outputs = Outputs {
         elf: elf::image(code)?,
         kernel_elf: programs.kernel.as_ref().map(elf::image).transpose()?,
         truth,
+        streams: cpus
+            .iter_mut()
+            .map(|c| std::mem::take(&mut c.stream))
+            .collect(),
     };
     Ok((summary, out, outputs))
 }
@@ -1073,8 +1080,14 @@ impl<W: Write + Seek> Sink<'_, W> {
         self.scratch = scratch;
         if mode == Mode::Full {
             let (head, tail) = (mem.aux_head(), mem.aux_tail());
-            if head > tail {
-                let len = (head - tail) as usize;
+            // Everything up to aux_head, padded to 8 bytes as `perf record`
+            // pads it; the next record starts at aux_head (the padding is
+            // outside the stream: perf's overlap logic and `dump --check`
+            // drop it). aux_head moves only after whole packets (the PMI
+            // and the end of a transaction read the hardware's position),
+            // so no record ends inside a packet unless the trace stopped.
+            let len = head.saturating_sub(tail) as usize;
+            if len > 0 {
                 let padded = len.next_multiple_of(8);
                 let mut record = auxtrace(padded as u64, tail, platform.now.get(), c);
                 let at = record.len();
