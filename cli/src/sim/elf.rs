@@ -60,7 +60,7 @@ pub fn image(code: &Code) -> Result<Vec<u8>, String> {
 
     w.reserve_null_section_index();
     let note_name = w.add_section_name(b".note.gnu.build-id");
-    let note_index = w.reserve_section_index();
+    let _note_index = w.reserve_section_index();
     let text_name = w.add_section_name(b".text");
     let text_index = w.reserve_section_index();
     let data_name = w.add_section_name(b".rodata");
@@ -175,7 +175,6 @@ pub fn image(code: &Code) -> Result<Vec<u8>, String> {
     w.write_symtab_section_header(1);
     w.write_strtab_section_header();
     w.write_shstrtab_section_header();
-    let _ = note_index;
     debug_assert_eq!(w.reserved_len(), w.len());
     drop(w);
     buffer.result().map_err(|e| format!("ELF image: {e}"))?;

@@ -561,7 +561,7 @@ pub fn record<W: Write + Seek>(
         scratch: vec![0; 1 << 16],
     };
     sink.write(&records::id_index(cpus, counters))?;
-    sink.write(&auxtrace_info(config.mode))?;
+    sink.write(&auxtrace_info())?;
     let binary = elf::build_id(code);
     if let Some(k) = &programs.kernel {
         sink.write(&records::kernel_mmap(
@@ -999,6 +999,8 @@ impl Machine<'_, '_, '_, '_, '_> {
                 cpu: c as u32,
             }),
         };
+        // A full ring drops it and counts it lost (PERF_RECORD_LOST), as
+        // the kernel's does.
         let _ = records::write_switch(&self.rings[c], &mut event, out, other);
     }
 }
@@ -1124,7 +1126,7 @@ fn finished_round() -> Vec<u8> {
 }
 
 /// `PERF_RECORD_AUXTRACE_INFO` of Intel PT: how perf decodes the trace.
-fn auxtrace_info(mode: Mode) -> Vec<u8> {
+fn auxtrace_info() -> Vec<u8> {
     let mut priv_ = [0u64; intel_pt_priv::REQUIRED];
     priv_[intel_pt_priv::PMU_TYPE] = u64::from(PT_TYPE);
     // perf time = TSC / 2 (the 2 GHz TSC).
@@ -1139,7 +1141,6 @@ fn auxtrace_info(mode: Mode) -> Vec<u8> {
     priv_[intel_pt_priv::HAVE_SCHED_SWITCH] = 3;
     // `perf record --aux-sample` is not snapshot mode (-S), whatever the
     // AUX area's mode; a full trace is not either.
-    let _ = mode;
     priv_[intel_pt_priv::SNAPSHOT_MODE] = 0;
     priv_[intel_pt_priv::PER_CPU_MMAPS] = 1;
     let mut r = header(user_record::AUXTRACE_INFO, 0, 0);
