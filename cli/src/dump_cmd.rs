@@ -34,21 +34,32 @@ pub fn run(args: &DumpArgs) -> Result<ExitCode, String> {
     let file = PerfData::parse(&bytes).map_err(|e| format!("{name}: {e}"))?;
     if args.check {
         let report = check(&file).map_err(|e| format!("{name}: {e}"))?;
-        for v in &report.violations {
-            println!("{name}: {v}");
-        }
-        println!(
-            "{name}: {} records, {} samples, {} AUX payloads ({} bytes): {}",
-            report.records,
-            report.samples,
-            report.payloads,
-            report.aux_bytes,
-            if report.violations.is_empty() {
-                "OK".to_owned()
-            } else {
-                format!("{} violations", report.violations.len())
+        let mut out = std::io::stdout().lock();
+        let printed = (|| -> std::io::Result<()> {
+            for v in &report.violations {
+                writeln!(out, "{name}: {v}")?;
             }
-        );
+            writeln!(
+                out,
+                "{name}: {} records, {} samples, {} AUX payloads ({} bytes): {}",
+                report.records,
+                report.samples,
+                report.payloads,
+                report.aux_bytes,
+                if report.violations.is_empty() {
+                    "OK".to_owned()
+                } else {
+                    format!("{} violations", report.violations.len())
+                }
+            )
+        })();
+        match printed {
+            // A closed pipe (`| head`) is not an error; the verdict stands.
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                return Err(format!("writing the check: {e}"));
+            }
+            _ => {}
+        }
         return Ok(if report.violations.is_empty() {
             ExitCode::SUCCESS
         } else {

@@ -221,3 +221,47 @@ fn linux_perf_data_reads_our_files() {
     assert_eq!(samples, ours, "linux-perf-data finds every sample");
     let _ = std::fs::remove_file(Path::new(&path));
 }
+
+/// `perfaux dump --check FILE | head -1` on a file with thousands of
+/// violations: the closed pipe ends the output quietly (no panic), and the
+/// exit status is still the verdict.
+#[test]
+fn check_into_a_closed_pipe_does_not_panic() {
+    let path = tmp("many.data");
+    let out = perfaux()
+        .args(["record", "--samples", "1500", "--cpus", "1", "-q", "-o"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // Every sample's AUX size one word short of its record: a violation each.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let file = PerfData::parse(&bytes).unwrap();
+    let mut at = Vec::new();
+    for r in file.records() {
+        let r = r.unwrap();
+        if r.header.type_ == 9 {
+            let id = u64::from_le_bytes(r.bytes[8..16].try_into().unwrap());
+            let s = parse_sample(&file.event_of(id).unwrap().attr, r.bytes).unwrap();
+            at.push(r.offset as usize + s.aux_offset);
+        }
+    }
+    assert!(at.len() >= 1500);
+    for a in at {
+        bytes[a..a + 8].copy_from_slice(&4092u64.to_le_bytes());
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("perfaux"))
+        .args(["dump", "--check"])
+        .arg(&path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader goes away at once
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let _ = std::fs::remove_file(path);
+}
