@@ -10,12 +10,10 @@
 
 mod common;
 
-use common::{perf_available, text};
+use common::{perf_available, record, text};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
-
-use assert_cmd::Command;
 
 /// One branch: (from, to, tid).
 type Branch = (u64, u64, u32);
@@ -116,21 +114,10 @@ fn perf_script(file: &Path, extra: &[&str]) -> String {
 fn decode_matches_truth(name: &str, args: &[&str]) {
     let data = tmp(&format!("{name}.data"));
     let truth_path = tmp(&format!("{name}.truth"));
-    let out = Command::cargo_bin("perfaux")
-        .unwrap()
-        .args(["record", "-q", "-o"])
-        .arg(&data)
-        .arg("--truth")
-        .arg(&truth_path)
-        .args(args)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "record {args:?}: {}",
-        text(&out.stderr)
-    );
+    let truth_arg = truth_path.to_str().unwrap();
+    let mut all = vec!["-q", "--truth", truth_arg];
+    all.extend(args);
+    record(&data, &all);
     let truth = read_truth(&truth_path);
     let full = args.contains(&"full");
     let mut vmlinux = Vec::new();

@@ -8,40 +8,17 @@
 
 mod common;
 
-use common::{perf_available, text};
+use common::{perf_available, perfaux, record, text};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use assert_cmd::Command;
 use perfaux_cli::perfdata::{PerfData, parse_sample, user_record};
 use perfaux_cli::sim::PSB_PERIOD;
-
-fn perfaux() -> Command {
-    Command::cargo_bin("perfaux").expect("the perfaux binary is built")
-}
 
 fn tmp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("perfaux-record-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
-}
-
-fn record(path: &Path, args: &[&str]) -> Output {
-    let out = perfaux()
-        .arg("record")
-        .arg("-o")
-        .arg(path)
-        .args(args)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "record {args:?}: {}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    out
 }
 
 /// The AUX payloads of a file in order (sample AUX blocks and AUXTRACE

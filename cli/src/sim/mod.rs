@@ -621,6 +621,10 @@ pub fn record<W: Write + Seek>(
         machine.start_tracing(c, &mut states[c]);
     }
 
+    // Reads CPU `c`'s rings into the file (`Sink::drain` with its memory).
+    let drain = |sink: &mut Sink<'_, W>, c: usize, truth: &mut CpuTruth| {
+        sink.drain(&memories[c], c, config.mode, &platforms[c], truth)
+    };
     let mut round = 0u64;
     loop {
         for (c, state) in states.iter_mut().enumerate() {
@@ -630,26 +634,14 @@ pub fn record<W: Write + Seek>(
                 // behind); perf record would re-enable it: so do we, after
                 // reading what there is.
                 leaders[c].sched_out();
-                sink.drain(
-                    &memories[c],
-                    c,
-                    config.mode,
-                    &platforms[c],
-                    &mut state.truth,
-                )?;
+                drain(&mut sink, c, &mut state.truth)?;
                 leaders[c].enable();
                 leaders[c]
                     .sched_in(&platforms[c])
                     .map_err(|e| format!("re-enabling the group on CPU {c}: {e:?}"))?;
                 machine.start_tracing(c, state);
             }
-            sink.drain(
-                &memories[c],
-                c,
-                config.mode,
-                &platforms[c],
-                &mut state.truth,
-            )?;
+            drain(&mut sink, c, &mut state.truth)?;
         }
         sink.write(&finished_round())?;
         round += 1;
@@ -671,13 +663,7 @@ pub fn record<W: Write + Seek>(
         // it), then the event is disabled.
         machine.stop_tracing(c, &mut states[c]);
         leader.sched_out();
-        sink.drain(
-            &memories[c],
-            c,
-            config.mode,
-            &platforms[c],
-            &mut states[c].truth,
-        )?;
+        drain(&mut sink, c, &mut states[c].truth)?;
     }
     sink.write(&finished_round())?;
     let mut summary = sink.summary;
@@ -833,9 +819,11 @@ impl Machine<'_, '_, '_, '_, '_> {
         event: TraceEvent,
         taken: Option<(u64, u64)>,
     ) {
-        let traced = self.tracers[c].generating() || matches!(event, TraceEvent::Enable(_));
+        // Only `--truth` needs to know (the default run skips the query).
+        let traced = self.config.truth
+            && (self.tracers[c].generating() || matches!(event, TraceEvent::Enable(_)));
         self.trace(c, event);
-        if let (Some((from, to)), true, true) = (taken, traced, self.config.truth) {
+        if let (Some((from, to)), true) = (taken, traced) {
             s.truth.branches.push(Branch {
                 from,
                 to,

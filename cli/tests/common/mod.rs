@@ -1,5 +1,35 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! What the cli's integration tests share.
+//! What the cli's integration tests share (each test crate uses some).
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::Output;
+
+use assert_cmd::Command;
+
+/// The `perfaux` binary of this build.
+pub fn perfaux() -> Command {
+    Command::cargo_bin("perfaux").expect("the perfaux binary is built")
+}
+
+/// `perfaux record -o path args...`, which must succeed.
+pub fn record(path: &Path, args: &[&str]) -> Output {
+    let out = perfaux()
+        .arg("record")
+        .arg("-o")
+        .arg(path)
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "record {args:?}: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    out
+}
 
 /// Whether `perf` runs here. With `PERFAUX_REQUIRE_PERF` set (CI sets it),
 /// a missing perf fails the test instead of skipping its perf checks.
