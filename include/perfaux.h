@@ -113,14 +113,24 @@
 #define PERFAUX_EVENT_SIZE (PERFAUX_EVENT_WORDS * 8)
 
 /**
- * Words of `struct perfaux_pt`.
+ * Words of `struct perfaux_pt_cpu`.
  */
-#define PERFAUX_PT_WORDS 256
+#define PERFAUX_PT_CPU_WORDS 256
 
 /**
- * Size in bytes of `struct perfaux_pt` (aligned to `PERFAUX_OBJECT_ALIGN`).
+ * Size in bytes of `struct perfaux_pt_cpu` (aligned to `PERFAUX_OBJECT_ALIGN`).
  */
-#define PERFAUX_PT_SIZE (PERFAUX_PT_WORDS * 8)
+#define PERFAUX_PT_CPU_SIZE (PERFAUX_PT_CPU_WORDS * 8)
+
+/**
+ * Words of `struct perfaux_pt_buffer`.
+ */
+#define PERFAUX_PT_BUFFER_WORDS 16
+
+/**
+ * Size in bytes of `struct perfaux_pt_buffer` (aligned to `PERFAUX_OBJECT_ALIGN`).
+ */
+#define PERFAUX_PT_BUFFER_SIZE (PERFAUX_PT_BUFFER_WORDS * 8)
 
 /**
  * `PERF_EF_START` (add: start right away).
@@ -510,14 +520,14 @@ typedef struct perfaux_pmu_ops {
 } perfaux_pmu_ops;
 
 /**
- * Storage of a PT PMU. Opaque.
+ * Storage of the PT driver of one CPU. Opaque.
  */
-typedef struct perfaux_pt {
+typedef struct perfaux_pt_cpu {
   /**
    * Opaque.
    */
-  uint64_t opaque[PERFAUX_PT_WORDS];
-} perfaux_pt;
+  uint64_t opaque[PERFAUX_PT_CPU_WORDS];
+} perfaux_pt_cpu;
 
 /**
  * The platform: interrupt masking, CPU id, clock and current task (to
@@ -631,6 +641,17 @@ typedef struct perfaux_sample_data {
 } perfaux_sample_data;
 
 /**
+ * Storage of the PT driver's state of one AUX buffer (what `setup_aux`
+ * returns). Opaque.
+ */
+typedef struct perfaux_pt_buffer {
+  /**
+   * Opaque.
+   */
+  uint64_t opaque[PERFAUX_PT_BUFFER_WORDS];
+} perfaux_pt_buffer;
+
+/**
  * Translates between the addresses the CPU uses and physical addresses,
  * for the ToPA tables (`virt_to_phys`/`phys_to_virt` in a kernel). Both
  * NULL: addresses are their own physical addresses (a host process).
@@ -651,24 +672,32 @@ typedef struct perfaux_phys_map {
 } perfaux_phys_map;
 
 /**
- * The AUX transactions of a buffer C owns (a kernel's: `begin` is
- * `perf_aux_output_begin`, `flag` `perf_aux_output_flag`, `end`
- * `perf_aux_output_end` after setting `handle->head` when `has_head`).
- * Called from the PMU callbacks and the PMI, never nested.
+ * The AUX transactions of the event running on one CPU, run by C (a
+ * kernel's: `begin` is `perf_aux_output_begin` on the CPU's handle, `flag`
+ * `perf_aux_output_flag`, `end` `perf_aux_output_end` after setting
+ * `handle->head` when `has_head`). Called from the PMU callbacks and the
+ * PMI on that CPU, never nested.
  */
 typedef struct perfaux_aux_ops {
   /**
-   * Opens a transaction; fills its head, the bytes it may write, and the
+   * Opens a transaction; fills the buffer's PT object (what `setup_aux`
+   * made: `rb->aux_priv`), its head, the bytes it may write, and the
    * position where the consumer wants a wakeup; 0 or a negative errno.
+   * The buffer must stay valid until the matching `end` returns, and no
+   * other transaction on it may be open meanwhile.
    */
-  int (*begin)(void *ctx, uint64_t *head, uint64_t *space, uint64_t *wakeup);
+  int (*begin)(void *ctx,
+               const struct perfaux_pt_buffer **buffer,
+               uint64_t *head,
+               uint64_t *space,
+               uint64_t *wakeup);
   /**
    * Adds `PERF_AUX_FLAG_*` bits to the open transaction.
    */
   void (*flag)(void *ctx, uint64_t flags);
   /**
    * Ends it with `size` new bytes (in overwrite mode, after moving the
-   * head to `head` when `has_head` is 1).
+   * head to `head` when `has_head` is 1). The buffer may be freed after.
    */
   void (*end)(void *ctx, uint64_t size, int has_head, uint64_t head);
   /**
@@ -761,9 +790,9 @@ typedef struct perfaux_sample_aux {
    */
   const struct perfaux_aux_area *area;
   /**
-   * The leader's PT PMU, or NULL.
+   * The leader's PT CPU object, or NULL.
    */
-  const struct perfaux_pt *pt;
+  const struct perfaux_pt_cpu *pt;
   /**
    * Otherwise: copy at most `size` of the newest AUX bytes into `sink`;
    * return the byte count or a negative errno.
@@ -1005,11 +1034,11 @@ int perfaux_event_open(struct perfaux_event *ev,
  * `perfaux_event_open` otherwise.
  *
  * # Safety
- * As `perfaux_event_open`; `pt` an initialized PT PMU outliving the event.
+ * As `perfaux_event_open`; `pt` an initialized PT CPU object outliving the event.
  */
 int perfaux_event_open_pt(struct perfaux_event *ev,
                           const void *attr,
-                          const struct perfaux_pt *pt,
+                          const struct perfaux_pt_cpu *pt,
                           uint64_t id,
                           int32_t cpu,
                           const struct perfaux_event *leader,
@@ -1112,101 +1141,137 @@ int perfaux_event_overflow(struct perfaux_event *ev,
 int perfaux_event_fini(struct perfaux_event *ev);
 
 /**
- * Initializes a PT PMU tracing into a perfaux AUX `area` (initialized over
- * `ring`'s user page), writing `PERF_RECORD_AUX` for `event` into `ring`,
- * its trailer stamped by `platform` (NULL: as `event` gives it). ToPA
- * tables go into `tables` (`nr_tables` 4 KiB-aligned pages; one holds 506
- * regions); a PSB+ is written every `psb_period` bytes (256 to 1 MiB).
- * `phys` NULL: identity.
+ * Initializes the PT state of one AUX buffer (`setup_aux`): `nr_pages`
+ * 4 KiB pages (`pages`, one pointer per page, a power of two), overwrite
+ * (snapshot) mode if `overwrite` is 1, its ToPA tables in `tables`
+ * (`nr_tables` 4 KiB-aligned pages; one holds 506 regions), physical
+ * addresses through `phys` (NULL: identity; a kernel passes
+ * `virt_to_phys`/`phys_to_virt`, the same map as the CPU objects').
  *
  * Returns 0, `-EINVAL` for bad arguments (NULL or misaligned storage, a
- * ring or area not initialized, a malformed event, one of the two phys
- * callbacks only), `-ENOMEM` if the tables are too few, `-EBUSY` if `pt`
+ * page count that is not a power of two, a NULL page, one of the two phys
+ * callbacks only), `-ENOMEM` if the tables are too few, `-EBUSY` if `buf`
  * is initialized.
  *
  * # Safety
- * `pt` valid for writes of `sizeof(struct perfaux_pt)` bytes and not moved
- * until `perfaux_pt_fini`; `tables` valid as said for as long; `ring` and
- * `area` initialized and outliving the PMU; the pointers to structs NULL
- * or readable.
+ * `buf` valid for writes of `sizeof(struct perfaux_pt_buffer)` bytes and
+ * not moved until `perfaux_pt_buffer_fini`; `tables`, the page array and
+ * the pages valid for as long, the pages written by nothing but the tracer
+ * of the CPU object holding the buffer's transaction; `phys` NULL or
+ * readable.
  */
-int perfaux_pt_init_area(struct perfaux_pt *pt,
-                         void *tables,
-                         size_t nr_tables,
-                         const struct perfaux_aux_area *area,
-                         const struct perfaux_ring *ring,
-                         const struct perfaux_output_event *event,
-                         const struct perfaux_platform *platform,
-                         const struct perfaux_phys_map *phys,
-                         uint64_t psb_period);
+int perfaux_pt_buffer_init(struct perfaux_pt_buffer *buf,
+                           void *tables,
+                           size_t nr_tables,
+                           void *const *pages,
+                           size_t nr_pages,
+                           int overwrite,
+                           const struct perfaux_phys_map *phys);
 
 /**
- * Initializes a PT PMU tracing into a buffer whose transactions C runs
- * through `ops` (a kernel module: the pages `setup_aux` received):
- * `nr_pages` 4 KiB pages (`pages`, one pointer per page, a power of two),
- * overwrite (snapshot) mode if `overwrite` is 1. Tables, `psb_period` and
- * `phys` as for `perfaux_pt_init_area` (a kernel passes its
- * `virt_to_phys`/`phys_to_virt`).
- *
- * Returns 0, `-EINVAL` for bad arguments (NULL ops callbacks included),
- * `-ENOMEM` if the tables are too few, `-EBUSY` if `pt` is initialized.
+ * Initializes the PT state of a perfaux AUX `area`'s buffer (its pages,
+ * its mode), tables and `phys` as for `perfaux_pt_buffer_init`. Returns 0,
+ * `-EINVAL` (`area` not initialized, bad arguments), `-ENOMEM` or `-EBUSY`.
  *
  * # Safety
- * As `perfaux_pt_init_area`; the page array and the pages must stay valid
- * until `perfaux_pt_fini`, written by nothing but the tracer.
+ * As `perfaux_pt_buffer_init`; `area` initialized and outliving the buffer.
  */
-int perfaux_pt_init_ops(struct perfaux_pt *pt,
-                        void *tables,
-                        size_t nr_tables,
-                        void *const *pages,
-                        size_t nr_pages,
-                        int overwrite,
+int perfaux_pt_buffer_init_area(struct perfaux_pt_buffer *buf,
+                                void *tables,
+                                size_t nr_tables,
+                                const struct perfaux_aux_area *area,
+                                const struct perfaux_phys_map *phys);
+
+/**
+ * Ends the PT state of one AUX buffer (`free_aux`). Returns 0, `-EBUSY`
+ * (and warns: the kernel never does this) while a transaction holds it,
+ * `-EINVAL` if `buf` is not an initialized buffer.
+ *
+ * # Safety
+ * `buf` NULL or buffer storage.
+ */
+int perfaux_pt_buffer_fini(struct perfaux_pt_buffer *buf);
+
+/**
+ * Initializes the PT driver of one CPU tracing into a perfaux AUX `area`
+ * (initialized over `ring`'s user page) whose PT state is `buffer`
+ * (`perfaux_pt_buffer_init_area` over that area), writing
+ * `PERF_RECORD_AUX` for `event` into `ring`, its trailer stamped by
+ * `platform` (NULL: as `event` gives it). A PSB+ is written every
+ * `psb_period` bytes (256 to 1 MiB). `phys` NULL: identity.
+ *
+ * Returns 0, `-EINVAL` for bad arguments (NULL or misaligned storage, a
+ * ring, area or buffer not initialized, a buffer over other pages, a
+ * malformed event, one of the two phys callbacks only), `-EBUSY` if `cpu`
+ * is initialized.
+ *
+ * # Safety
+ * `cpu` valid for writes of `sizeof(struct perfaux_pt_cpu)` bytes and not
+ * moved until `perfaux_pt_cpu_fini`; `ring`, `area` and `buffer`
+ * initialized and outliving it; the pointers to structs NULL or readable.
+ */
+int perfaux_pt_cpu_init_area(struct perfaux_pt_cpu *cpu,
+                             const struct perfaux_pt_buffer *buffer,
+                             const struct perfaux_aux_area *area,
+                             const struct perfaux_ring *ring,
+                             const struct perfaux_output_event *event,
+                             const struct perfaux_platform *platform,
+                             const struct perfaux_phys_map *phys,
+                             uint64_t psb_period);
+
+/**
+ * Initializes the PT driver of one CPU whose AUX transactions C runs
+ * through `ops` (a kernel module: `perf_aux_output_begin` on the CPU's
+ * handle, for the event added there), each handing out the PT state of
+ * the event's buffer (`perfaux_pt_buffer_init`, in `setup_aux`).
+ * `psb_period` and `phys` as for `perfaux_pt_cpu_init_area`.
+ *
+ * Returns 0, `-EINVAL` for bad arguments (NULL ops callbacks included),
+ * `-EBUSY` if `cpu` is initialized.
+ *
+ * # Safety
+ * `cpu` as for `perfaux_pt_cpu_init_area`; `ops` and `phys` NULL or
+ * readable; the callbacks keep the `perfaux_aux_ops` contract.
+ */
+int perfaux_pt_cpu_init(struct perfaux_pt_cpu *cpu,
                         const struct perfaux_aux_ops *ops,
                         const struct perfaux_phys_map *phys,
                         uint64_t psb_period);
 
 /**
- * Tears a PT PMU down; it must be stopped (`perfaux_pt_del`) first.
- * Returns 0, `-EBUSY` while an AUX transaction is open, `-EINVAL` if `pt`
- * is not an initialized PMU.
+ * Tears the PT driver of one CPU down; its event must be off it
+ * (`perfaux_pt_del`) first. Returns 0, `-EBUSY` while an AUX transaction
+ * is open, `-EINVAL` if `cpu` is not an initialized CPU object.
  *
  * # Safety
- * `pt` NULL or PT storage.
+ * `cpu` NULL or PT CPU storage.
  */
-int perfaux_pt_fini(struct perfaux_pt *pt);
+int perfaux_pt_cpu_fini(struct perfaux_pt_cpu *cpu);
 
 /**
  * `pt_event_init`'s check of an event's `attr.config` (the Intel PT format
  * bits: `pt`, `tsc`, `noretcomp`, `branch`, `psb_period`; `cyc`, `mtc`,
- * `pwr_evt`, `event`, `notnt`, `ptw` and `fup_on_ptw` are not offered),
- * and the configuration later `perfaux_pt_add` calls trace with. Call it
- * when the event is created and whenever another event is added. Returns
- * 0, or `-EINVAL` for a bad `pt` or a configuration Linux's
- * `pt_event_valid` would refuse on this tracer (the previous one stays).
- *
- * # Safety
- * `pt` NULL or PT storage; not while the PT event is on the PMU.
- */
-int perfaux_pt_set_config(const struct perfaux_pt *pt, uint64_t attr_config);
-
-/**
- * `pt_event_init`'s check of an `attr.config` alone (no PMU needed: call
- * it when an event is created): 0, or `-EINVAL` for what
- * `perfaux_pt_set_config` refuses.
+ * `pwr_evt`, `event`, `notnt`, `ptw` and `fup_on_ptw` are not offered):
+ * call it when an event is created. Returns 0, or `-EINVAL` for a
+ * configuration Linux's `pt_event_valid` would refuse on this tracer.
  */
 int perfaux_pt_check_config(uint64_t attr_config);
 
 /**
- * `pmu->add`: puts the PT event on this CPU (one at a time) and, with
- * `PERFAUX_EF_START`, opens an AUX transaction and starts tracing (not if
- * `aux_paused`). Returns 0, `-EBUSY` if an event is on already, `-EINVAL`
- * for a bad `pt` or flags, or the error that kept it from starting
- * (`-ENOSPC`: no room in the buffer).
+ * `pmu->add`: puts the PT event (configured by its `attr_config`) on this
+ * CPU (one at a time) and, with `PERFAUX_EF_START`, opens an AUX
+ * transaction and starts tracing (not if `aux_paused`). Returns 0,
+ * `-EBUSY` if an event is on already, `-EINVAL` for a bad `cpu`, flags or
+ * configuration, or the error that kept it from starting (`-ENOSPC`: no
+ * room in the buffer).
  *
  * # Safety
- * `pt` NULL or PT storage; called on the PMU's CPU with interrupts masked.
+ * `cpu` NULL or PT CPU storage; called on its CPU with interrupts masked.
  */
-int perfaux_pt_add(struct perfaux_pt *pt, uint32_t flags, uint32_t aux_paused);
+int perfaux_pt_add(struct perfaux_pt_cpu *cpu,
+                   uint32_t flags,
+                   uint64_t attr_config,
+                   uint32_t aux_paused);
 
 /**
  * `pmu->del`: stops tracing and ends the transaction (a `PERF_RECORD_AUX`
@@ -1215,7 +1280,7 @@ int perfaux_pt_add(struct perfaux_pt *pt, uint32_t flags, uint32_t aux_paused);
  * # Safety
  * As `perfaux_pt_add`.
  */
-int perfaux_pt_del(struct perfaux_pt *pt, uint32_t flags);
+int perfaux_pt_del(struct perfaux_pt_cpu *cpu, uint32_t flags);
 
 /**
  * `pmu->start`: starts tracing (a new transaction if none is open), or
@@ -1225,7 +1290,7 @@ int perfaux_pt_del(struct perfaux_pt *pt, uint32_t flags);
  * # Safety
  * As `perfaux_pt_add`; `RESUME` may come from PMI context.
  */
-int perfaux_pt_start(struct perfaux_pt *pt, uint32_t flags, uint32_t aux_paused);
+int perfaux_pt_start(struct perfaux_pt_cpu *cpu, uint32_t flags, uint32_t aux_paused);
 
 /**
  * `pmu->stop`: stops tracing (with `PERFAUX_EF_UPDATE`, ending the
@@ -1235,7 +1300,7 @@ int perfaux_pt_start(struct perfaux_pt *pt, uint32_t flags, uint32_t aux_paused)
  * # Safety
  * As `perfaux_pt_add`; `PAUSE` may come from PMI context.
  */
-int perfaux_pt_stop(struct perfaux_pt *pt, uint32_t flags, uint32_t aux_paused);
+int perfaux_pt_stop(struct perfaux_pt_cpu *cpu, uint32_t flags, uint32_t aux_paused);
 
 /**
  * `pmu->snapshot_aux` (Linux's `pt_event_snapshot_aux`): stops tracing,
@@ -1243,13 +1308,13 @@ int perfaux_pt_stop(struct perfaux_pt *pt, uint32_t flags, uint32_t aux_paused);
  * position, into `sink`, and restarts tracing if it was on (and not
  * paused). Returns the bytes copied; 0 with no open transaction, a
  * writable buffer, or from inside the driver's own update; `-EFAULT` if
- * the sink took fewer bytes; `-EINVAL` for a bad `pt` or sink.
+ * the sink took fewer bytes; `-EINVAL` for a bad `cpu` or sink.
  *
  * # Safety
- * `pt` NULL or PT storage; `sink` NULL or readable; called on the PMU's
+ * `cpu` NULL or PT CPU storage; `sink` NULL or readable; called on the PMU's
  * CPU from PMI context or with interrupts masked.
  */
-int64_t perfaux_pt_snapshot_aux(struct perfaux_pt *pt,
+int64_t perfaux_pt_snapshot_aux(struct perfaux_pt_cpu *cpu,
                                 const struct perfaux_sink *sink,
                                 uint64_t size);
 
@@ -1259,28 +1324,28 @@ int64_t perfaux_pt_snapshot_aux(struct perfaux_pt *pt,
  * stopped). Returns 0 or `-EINVAL`.
  *
  * # Safety
- * `pt` NULL or PT storage; called from the PMI on the PMU's CPU.
+ * `cpu` NULL or PT CPU storage; called from the PMI on the PMU's CPU.
  */
-int perfaux_pt_handle_pmi(struct perfaux_pt *pt);
+int perfaux_pt_handle_pmi(struct perfaux_pt_cpu *cpu);
 
 /**
  * Feeds the software tracer: the packets for `event` go to the buffer
  * while tracing is on. Returns the number of ToPA PMIs the writes raised
  * (INT regions filled; call `perfaux_pt_handle_pmi` for them), or
- * `-EINVAL` for a bad `pt`, a NULL or unknown event.
+ * `-EINVAL` for a bad `cpu`, a NULL or unknown event.
  *
  * # Safety
- * `pt` NULL or PT storage; `event` NULL or readable; on the PMU's CPU.
+ * `cpu` NULL or PT CPU storage; `event` NULL or readable; on the PMU's CPU.
  */
-int perfaux_pt_trace(struct perfaux_pt *pt, const struct perfaux_trace_event *event);
+int perfaux_pt_trace(struct perfaux_pt_cpu *cpu, const struct perfaux_trace_event *event);
 
 /**
- * Bytes the tracer has written so far, or `-EINVAL` for a bad `pt`.
+ * Bytes the tracer has written so far, or `-EINVAL` for a bad `cpu`.
  *
  * # Safety
- * `pt` NULL or PT storage.
+ * `cpu` NULL or PT CPU storage.
  */
-int64_t perfaux_pt_written(const struct perfaux_pt *pt);
+int64_t perfaux_pt_written(const struct perfaux_pt_cpu *cpu);
 
 /**
  * Initializes a ring over caller memory: `user_page` (the 4 KiB
@@ -1459,6 +1524,19 @@ int perfaux_sample_write(const struct perfaux_ring *ring,
                          const struct perfaux_sample_data *data,
                          const struct perfaux_sample_aux *aux,
                          const struct perfaux_platform *platform);
+
+/**
+ * Installs `hook` (NULL: none) as the warn hook: `msg` is `len` bytes of
+ * text (`file:line: what`), not NUL-terminated. It is called once per
+ * site, from any context the engine runs in, NMI included: it must not
+ * block. A kernel module passes a function that calls `WARN()`.
+ */
+void perfaux_set_warn_hook(void (*hook)(const char *msg, size_t len));
+
+/**
+ * Warnings raised so far (every occurrence, all sites).
+ */
+uint64_t perfaux_warn_count(void);
 
 #ifdef __cplusplus
 }  // extern "C"

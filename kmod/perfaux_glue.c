@@ -12,6 +12,7 @@
  * snapshot_aux writes through perf_output_copy, found at load time with a
  * kprobe (it is not exported). Links the Rust core under its MIT option.
  */
+#include <linux/cpuhotplug.h>
 #include <linux/hrtimer.h>
 #include <linux/kprobes.h>
 #include <linux/module.h>
@@ -34,26 +35,37 @@ MODULE_PARM_DESC(psb_period, "Bytes between PSB+ packet sequences (256..1048576,
 typedef unsigned int (*output_copy_fn)(struct perf_output_handle *, const void *, unsigned int);
 static output_copy_fn output_copy;
 
-/* One AUX buffer (what setup_aux returns): the Rust PMU and its memory. */
+/*
+ * The driver's state is split as Intel PT's is (arch/x86/events/intel/pt.c:
+ * the per-CPU struct pt and the per-buffer struct pt_buffer). A buffer is
+ * reached only through the AUX transaction open on a CPU's handle
+ * (perf_get_aux()), which holds aux_refcount: nothing here keeps a buffer
+ * past free_aux (an AUX munmap stops the event and frees the buffer while
+ * the event stays on its CPU).
+ */
+
+/* One AUX buffer (what setup_aux returns: rb->aux_priv). */
 struct pax_buf {
-	struct perfaux_pt pt;
+	struct perfaux_pt_buffer pt;
 	void *tables;
 	size_t nr_tables;
 	void **pages;
-	int nr_pages;
-	struct perf_event *event;
 };
 
-/* Per CPU: the AUX handle of the event running here, and the ticker. */
+/* Per CPU: the Rust driver of the CPU, the AUX handle of its transaction,
+ * the PT event added here, and the ticker. */
 struct pax_cpu {
+	struct perfaux_pt_cpu pt;
 	struct perf_output_handle handle;
-	struct pax_buf *active;
+	struct perf_event *event;	/* between add and del (pt->handle.event) */
 	struct hrtimer timer;
-	bool traced;
+	bool traced;			/* the tracer saw the traced context last tick */
+	bool ready;			/* pt initialized */
 };
 static DEFINE_PER_CPU(struct pax_cpu, pax_cpu);
 
 static struct pmu pax_pmu;
+static enum cpuhp_state pax_hp_state;
 
 void perfaux_platform_panic(void);
 void perfaux_platform_panic(void)
@@ -61,14 +73,28 @@ void perfaux_platform_panic(void)
 	BUG();
 }
 
-/* AUX transactions: the kernel's, on this CPU's handle. */
-static int pax_begin(void *ctx, uint64_t *head, uint64_t *space, uint64_t *wakeup)
+/* The engine's WARN_ON_ONCE sites (states its contracts rule out). */
+static void pax_warn(const char *msg, size_t len)
 {
-	struct pax_buf *buf = ctx;
-	struct pax_cpu *c = this_cpu_ptr(&pax_cpu);
+	WARN(1, "perfaux_pt: %.*s\n", (int)len, msg);
+}
 
-	if (perf_aux_output_begin(&c->handle, buf->event) != buf)
+/*
+ * AUX transactions: the kernel's, on this CPU's handle, for the event added
+ * here. begin hands the Rust driver the buffer's PT state (aux_priv).
+ */
+static int pax_begin(void *ctx, const struct perfaux_pt_buffer **out, uint64_t *head,
+		     uint64_t *space, uint64_t *wakeup)
+{
+	struct pax_cpu *c = ctx;
+	struct pax_buf *buf;
+
+	if (!c->event)
 		return -ENOSPC;
+	buf = perf_aux_output_begin(&c->handle, c->event);
+	if (!buf)
+		return -ENOSPC;
+	*out = &buf->pt;
 	*head = c->handle.head;
 	*space = c->handle.size;
 	*wakeup = c->handle.wakeup;
@@ -77,12 +103,14 @@ static int pax_begin(void *ctx, uint64_t *head, uint64_t *space, uint64_t *wakeu
 
 static void pax_flag(void *ctx, uint64_t flags)
 {
-	perf_aux_output_flag(&this_cpu_ptr(&pax_cpu)->handle, flags);
+	struct pax_cpu *c = ctx;
+
+	perf_aux_output_flag(&c->handle, flags);
 }
 
 static void pax_end(void *ctx, uint64_t size, int has_head, uint64_t head)
 {
-	struct pax_cpu *c = this_cpu_ptr(&pax_cpu);
+	struct pax_cpu *c = ctx;
 
 	if (has_head)
 		c->handle.head = head;
@@ -99,21 +127,34 @@ static void *pax_to_virt(void *ctx, uint64_t phys)
 	return phys_to_virt(phys);
 }
 
-static void pax_free_aux(void *aux)
-{
-	struct pax_buf *buf = aux;
+static const perfaux_phys_map pax_phys = {
+	.to_phys = pax_to_phys,
+	.to_virt = pax_to_virt,
+	.ctx = NULL,
+};
 
-	if (perfaux_pt_fini(&buf->pt))
-		pr_warn("perfaux_pt: freeing a buffer whose PMU was not stopped\n");
-	free_pages_exact(buf->tables, buf->nr_tables * PAGE_SIZE);
+static void pax_free_buf(struct pax_buf *buf)
+{
+	if (buf->tables)
+		free_pages_exact(buf->tables, buf->nr_tables * PAGE_SIZE);
 	kfree(buf->pages);
 	kfree(buf);
 }
 
+static void pax_free_aux(void *aux)
+{
+	struct pax_buf *buf = aux;
+
+	/* The kernel frees a buffer only after its last transaction ended. */
+	if (perfaux_pt_buffer_fini(&buf->pt)) {
+		pr_err("perfaux_pt: BUG: free_aux of a buffer a transaction holds; leaking it\n");
+		return;
+	}
+	pax_free_buf(buf);
+}
+
 static void *pax_setup_aux(struct perf_event *event, void **pages, int nr_pages, bool overwrite)
 {
-	perfaux_aux_ops ops = { pax_begin, pax_flag, pax_end, NULL };
-	perfaux_phys_map phys = { pax_to_phys, pax_to_virt, NULL };
 	struct pax_buf *buf;
 	int r;
 
@@ -126,24 +167,15 @@ static void *pax_setup_aux(struct perf_event *event, void **pages, int nr_pages,
 	if (!buf->tables || !buf->pages)
 		goto fail;
 	memcpy(buf->pages, pages, nr_pages * sizeof(void *));
-	buf->nr_pages = nr_pages;
-	buf->event = event;
-	ops.ctx = buf;
-	r = perfaux_pt_init_ops(&buf->pt, buf->tables, buf->nr_tables, buf->pages, nr_pages,
-				overwrite ? 1 : 0, &ops, &phys, psb_period);
+	r = perfaux_pt_buffer_init(&buf->pt, buf->tables, buf->nr_tables, buf->pages, nr_pages,
+				   overwrite ? 1 : 0, &pax_phys);
 	if (r) {
 		pr_warn("perfaux_pt: setup_aux of %d pages: %d\n", nr_pages, r);
 		goto fail;
 	}
-	/* Checked by pax_event_init already: cannot fail. */
-	perfaux_pt_set_config(&buf->pt, event->attr.config);
-	event->pmu_private = buf;
 	return buf;
 fail:
-	if (buf->tables)
-		free_pages_exact(buf->tables, buf->nr_tables * PAGE_SIZE);
-	kfree(buf->pages);
-	kfree(buf);
+	pax_free_buf(buf);
 	return NULL;
 }
 
@@ -152,60 +184,69 @@ static int pax_event_init(struct perf_event *event)
 	if (event->attr.type != pax_pmu.type)
 		return -ENOENT;
 	/* pt_event_init: the Intel PT format bits this tracer implements. */
-	return perfaux_pt_check_config(event->attr.config);
+	if (perfaux_pt_check_config(event->attr.config))
+		return -EINVAL;
+	if (has_branch_stack(event))
+		return -EOPNOTSUPP;
+	return 0;
+}
+
+/* Whether a transaction is open on this CPU (Intel PT: perf_get_aux()). */
+static bool pax_tracing(struct pax_cpu *c)
+{
+	return perf_get_aux(&c->handle) != NULL;
+}
+
+static void pax_start(struct perf_event *event, int flags)
+{
+	struct pax_cpu *c = this_cpu_ptr(&pax_cpu);
+
+	if (WARN_ON_ONCE(c->event != event))
+		return;
+	perfaux_pt_start(&c->pt, 0, 0);
+	/* pt_event_start: no buffer (unmapped, full) leaves it stopped. */
+	event->hw.state = pax_tracing(c) ? 0 : PERF_HES_STOPPED;
+}
+
+static void pax_stop(struct perf_event *event, int flags)
+{
+	struct pax_cpu *c = this_cpu_ptr(&pax_cpu);
+
+	if (c->event != event)
+		return;
+	perfaux_pt_stop(&c->pt, (flags & PERF_EF_UPDATE) ? PERFAUX_EF_UPDATE : 0, 0);
+	event->hw.state |= PERF_HES_STOPPED;
 }
 
 static int pax_add(struct perf_event *event, int flags)
 {
-	struct pax_buf *buf = event->pmu_private;
 	struct pax_cpu *c = this_cpu_ptr(&pax_cpu);
 	int r;
 
-	if (c->active)
+	/* pt_event_add: one PT event per CPU. */
+	if (c->event)
 		return -EBUSY;
-	if (!buf) {
-		/* No AUX mapping: nothing to trace into (Intel PT fails too). */
-		event->hw.state = PERF_HES_STOPPED;
-		return (flags & PERF_EF_START) ? -EINVAL : 0;
-	}
-	r = perfaux_pt_add(&buf->pt, (flags & PERF_EF_START) ? PERFAUX_EF_START : 0, 0);
-	if (r)
-		return r;
-	c->active = buf;
+	c->event = event;
 	c->traced = false;
-	event->hw.state = (flags & PERF_EF_START) ? 0 : PERF_HES_STOPPED;
+	r = perfaux_pt_add(&c->pt, (flags & PERF_EF_START) ? PERFAUX_EF_START : 0,
+			   event->attr.config, 0);
+	if (r) {
+		/* A start that cannot trace (no AUX buffer) fails the add. */
+		c->event = NULL;
+		event->hw.state = PERF_HES_STOPPED;
+		return r == -EBUSY ? -EBUSY : -EINVAL;
+	}
+	event->hw.state = pax_tracing(c) ? 0 : PERF_HES_STOPPED;
 	return 0;
 }
 
 static void pax_del(struct perf_event *event, int flags)
 {
-	struct pax_buf *buf = event->pmu_private;
 	struct pax_cpu *c = this_cpu_ptr(&pax_cpu);
 
-	if (buf && c->active == buf) {
-		perfaux_pt_del(&buf->pt, PERFAUX_EF_UPDATE);
-		c->active = NULL;
-	}
-	event->hw.state = PERF_HES_STOPPED;
-}
-
-static void pax_start(struct perf_event *event, int flags)
-{
-	struct pax_buf *buf = event->pmu_private;
-
-	if (!buf)
-		return;
-	perfaux_pt_start(&buf->pt, 0, 0);
-	event->hw.state = 0;
-}
-
-static void pax_stop(struct perf_event *event, int flags)
-{
-	struct pax_buf *buf = event->pmu_private;
-
-	if (buf)
-		perfaux_pt_stop(&buf->pt, (flags & PERF_EF_UPDATE) ? PERFAUX_EF_UPDATE : 0, 0);
-	event->hw.state |= PERF_HES_STOPPED;
+	pax_stop(event, PERF_EF_UPDATE);
+	if (c->event == event)
+		c->event = NULL;
 }
 
 static void pax_read(struct perf_event *event)
@@ -221,99 +262,110 @@ static size_t pax_sink_copy(void *ctx, const void *bytes, size_t len)
 static long pax_snapshot_aux(struct perf_event *event, struct perf_output_handle *handle,
 			     unsigned long size)
 {
-	struct pax_buf *buf = event->pmu_private;
-	perfaux_sink sink = { pax_sink_copy, handle };
+	struct pax_cpu *c = this_cpu_ptr(&pax_cpu);
+	const perfaux_sink sink = { .copy = pax_sink_copy, .ctx = handle };
 	int64_t r;
 
-	if (!buf)
-		return 0;
-	r = perfaux_pt_snapshot_aux(&buf->pt, &sink, size);
+	r = perfaux_pt_snapshot_aux(&c->pt, &sink, size);
 	return r < 0 ? 0 : r;
 }
 
-static void pax_trace(struct pax_buf *buf, const perfaux_trace_event *e)
+static void pax_trace(struct pax_cpu *c, const perfaux_trace_event *e)
 {
-	int pmis = perfaux_pt_trace(&buf->pt, e);
+	int pmis = perfaux_pt_trace(&c->pt, e);
 
 	/* The ToPA PMIs the writes raised (full-trace mode): handle them now,
 	 * as the hardware's PMI would, right after the write. */
 	while (pmis-- > 0)
-		perfaux_pt_handle_pmi(&buf->pt);
+		perfaux_pt_handle_pmi(&c->pt);
 }
 
 static enum hrtimer_restart pax_tick(struct hrtimer *t)
 {
-	struct pax_cpu *c = this_cpu_ptr(&pax_cpu);
+	struct pax_cpu *c = container_of(t, struct pax_cpu, timer);
 	struct pt_regs *regs = get_irq_regs();
-	struct pax_buf *buf = c->active;
+	struct perf_event *event;
+	bool user, wanted;
+	u64 ip;
 
 	hrtimer_forward_now(t, ns_to_ktime((u64)period_us * NSEC_PER_USEC));
-	if (buf && regs && !(buf->event->hw.state & PERF_HES_STOPPED)) {
-		bool user = user_mode(regs);
-		bool wanted = user ? !buf->event->attr.exclude_user : !buf->event->attr.exclude_kernel;
-		u64 ip = instruction_pointer(regs);
+	/* As intel_pt_interrupt: only with a transaction open, for its event. */
+	if (!regs || !pax_tracing(c))
+		return HRTIMER_RESTART;
+	event = c->handle.event;
+	if (event->hw.state & PERF_HES_STOPPED)
+		return HRTIMER_RESTART;
+	user = user_mode(regs);
+	wanted = user ? !event->attr.exclude_user : !event->attr.exclude_kernel;
+	ip = instruction_pointer(regs);
+	if (!wanted) {
+		/* The interrupted context is excluded: tracing went off on the
+		 * way there, at a user IP this timer tracer never saw: a
+		 * TIP.PGD without one. */
+		const perfaux_trace_event off = { .kind = PERFAUX_TRACE_DISABLE };
+
+		if (c->traced)
+			pax_trace(c, &off);
+		c->traced = false;
+		return HRTIMER_RESTART;
+	}
+	{
 		const perfaux_trace_event time = {
 			.kind = PERFAUX_TRACE_TIME,
 			.value = rdtsc_ordered(),
 		};
 		const perfaux_trace_event enable = { .kind = PERFAUX_TRACE_ENABLE, .target = ip };
-		/* Into code that is not traced: FUP at the interrupted IP, TIP.PGD. */
+
+		/* The time first, so that a first PSB+ carries it. */
+		pax_trace(c, &time);
+		if (!c->traced)
+			pax_trace(c, &enable);
+		c->traced = true;
+	}
+	if (!event->attr.exclude_kernel) {
+		/* The interrupt: FUP at the interrupted IP, TIP into the
+		 * handler, and TIP back on the return. */
+		const perfaux_trace_event irq = {
+			.kind = PERFAUX_TRACE_ASYNC,
+			.flags = PERFAUX_TRACE_HAS_TARGET,
+			.target = (u64)pax_tick,
+			.from = ip,
+		};
+		const perfaux_trace_event iret = {
+			.kind = PERFAUX_TRACE_INDIRECT_JUMP,
+			.target = ip,
+		};
+
+		pax_trace(c, &irq);
+		pax_trace(c, &iret);
+	} else {
+		/* Into the untraced kernel (FUP at the interrupted IP, TIP.PGD)
+		 * and back (TIP.PGE). */
 		const perfaux_trace_event leave = { .kind = PERFAUX_TRACE_ASYNC, .from = ip };
+		const perfaux_trace_event back = { .kind = PERFAUX_TRACE_ENABLE, .target = ip };
 
-		if (!wanted) {
-			/* The interrupted context is excluded: tracing went off on
-			 * the way there, at a user IP this timer tracer never saw:
-			 * a TIP.PGD without one. */
-			const perfaux_trace_event off = { .kind = PERFAUX_TRACE_DISABLE };
-
-			if (c->traced)
-				pax_trace(buf, &off);
-			c->traced = false;
-		} else {
-			/* The time first, so that a first PSB+ carries it. */
-			pax_trace(buf, &time);
-			if (!c->traced)
-				pax_trace(buf, &enable);
-			c->traced = true;
-			if (!buf->event->attr.exclude_kernel) {
-				/* The interrupt: FUP at the interrupted IP, TIP into
-				 * the handler, and TIP back on the return. */
-				const perfaux_trace_event irq = {
-					.kind = PERFAUX_TRACE_ASYNC,
-					.flags = PERFAUX_TRACE_HAS_TARGET,
-					.target = (u64)pax_tick,
-					.from = ip,
-				};
-				const perfaux_trace_event iret = {
-					.kind = PERFAUX_TRACE_INDIRECT_JUMP,
-					.target = ip,
-				};
-
-				pax_trace(buf, &irq);
-				pax_trace(buf, &iret);
-			} else {
-				/* Into the untraced kernel and back. */
-				pax_trace(buf, &leave);
-				pax_trace(buf, &enable);
-			}
-		}
+		pax_trace(c, &leave);
+		pax_trace(c, &back);
 	}
 	return HRTIMER_RESTART;
 }
 
-static void pax_start_timer(void *unused)
+/* CPU hotplug: the ticker runs on a CPU while it is online. */
+static int pax_cpu_online(unsigned int cpu)
 {
-	struct pax_cpu *c = this_cpu_ptr(&pax_cpu);
+	struct pax_cpu *c = per_cpu_ptr(&pax_cpu, cpu);
 
 	hrtimer_init(&c->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_PINNED_HARD);
 	c->timer.function = pax_tick;
 	hrtimer_start(&c->timer, ns_to_ktime((u64)period_us * NSEC_PER_USEC),
 		      HRTIMER_MODE_REL_PINNED_HARD);
+	return 0;
 }
 
-static void pax_stop_timer(void *unused)
+static int pax_cpu_offline(unsigned int cpu)
 {
-	hrtimer_cancel(&this_cpu_ptr(&pax_cpu)->timer);
+	hrtimer_cancel(&per_cpu_ptr(&pax_cpu, cpu)->timer);
+	return 0;
 }
 
 static struct pmu pax_pmu = {
@@ -331,10 +383,23 @@ static struct pmu pax_pmu = {
 	.snapshot_aux = pax_snapshot_aux,
 };
 
+static void pax_fini_cpus(void)
+{
+	int cpu;
+
+	for_each_possible_cpu(cpu) {
+		struct pax_cpu *c = per_cpu_ptr(&pax_cpu, cpu);
+
+		if (c->ready && perfaux_pt_cpu_fini(&c->pt))
+			pr_err("perfaux_pt: BUG: CPU %d still holds an AUX transaction\n", cpu);
+		c->ready = false;
+	}
+}
+
 static int __init pax_init(void)
 {
 	struct kprobe kp = { .symbol_name = "perf_output_copy" };
-	int r;
+	int cpu, r;
 
 	if (psb_period < 256 || psb_period > (1 << 20) || period_us == 0) {
 		pr_err("perfaux_pt: bad parameters (psb_period %u, period_us %u)\n", psb_period,
@@ -349,21 +414,53 @@ static int __init pax_init(void)
 	}
 	output_copy = (output_copy_fn)kp.addr;
 	unregister_kprobe(&kp);
+	perfaux_set_warn_hook(pax_warn);
+	for_each_possible_cpu(cpu) {
+		struct pax_cpu *c = per_cpu_ptr(&pax_cpu, cpu);
+		const perfaux_aux_ops ops = {
+			.begin = pax_begin,
+			.flag = pax_flag,
+			.end = pax_end,
+			.ctx = c,
+		};
+
+		r = perfaux_pt_cpu_init(&c->pt, &ops, &pax_phys, psb_period);
+		if (r) {
+			pr_err("perfaux_pt: CPU %d: %d\n", cpu, r);
+			goto fail_cpus;
+		}
+		c->ready = true;
+	}
 	r = perf_pmu_register(&pax_pmu, "perfaux_pt", -1);
 	if (r) {
 		pr_err("perfaux_pt: perf_pmu_register: %d\n", r);
-		return r;
+		goto fail_cpus;
 	}
-	on_each_cpu(pax_start_timer, NULL, 1);
+	r = cpuhp_setup_state(CPUHP_AP_ONLINE_DYN, "perf/perfaux_pt:online", pax_cpu_online,
+			      pax_cpu_offline);
+	if (r < 0) {
+		pr_err("perfaux_pt: cpuhp_setup_state: %d\n", r);
+		goto fail_pmu;
+	}
+	pax_hp_state = r;
 	pr_info("perfaux_pt: registered, type %d, tick %u us, PSB every %u bytes\n", pax_pmu.type,
 		period_us, psb_period);
 	return 0;
+fail_pmu:
+	perf_pmu_unregister(&pax_pmu);
+fail_cpus:
+	pax_fini_cpus();
+	perfaux_set_warn_hook(NULL);
+	return r;
 }
 
 static void __exit pax_exit(void)
 {
-	on_each_cpu(pax_stop_timer, NULL, 1);
+	/* No event is left (pmu.module holds the module while one exists). */
+	cpuhp_remove_state(pax_hp_state);
 	perf_pmu_unregister(&pax_pmu);
+	pax_fini_cpus();
+	perfaux_set_warn_hook(NULL);
 	pr_info("perfaux_pt: unregistered\n");
 }
 

@@ -44,6 +44,7 @@ pub mod pt;
 pub mod ring;
 pub mod sample;
 mod sync;
+pub mod warn;
 
 /// Loom-model memory (only under `cfg(loom)`): see `sync`.
 #[cfg(loom)]

@@ -71,8 +71,11 @@ impl LocalU64 {
                 // `self`. `cmpxchg` without `lock` is one instruction, so an
                 // interrupt on this CPU sees it entirely done or not at all;
                 // other CPUs never write this word (the type's contract).
-                // Like the kernel's local ops it is not a compiler barrier
-                // beyond the memory it names.
+                // Without `nomem`/`readonly` the asm is also a compiler
+                // barrier (the compiler assumes it may touch any memory), as
+                // the kernel's `local_cmpxchg` ("memory" clobber); the
+                // Relaxed fallback below is not, so callers that need the
+                // barrier (the ring's reservation) add `compiler_fence`.
                 unsafe {
                     core::arch::asm!(
                         "cmpxchg qword ptr [{p}], {new}",
@@ -141,6 +144,66 @@ impl LocalU32 {
     pub fn store(&self, v: u32) {
         self.0.store(v, Ordering::Relaxed);
     }
+}
+
+/// A flag only the contexts of one CPU access (task, IRQ, NMI nested on
+/// each other), with `READ_ONCE` / `WRITE_ONCE` semantics: the PT driver's
+/// `handle_nmi`, `pause_allowed`, `resume_allowed` and the tracer's
+/// registers. A read-modify-write is a load and a store: an interrupt in
+/// between runs to completion before the store (nesting is last in, first
+/// out), so every user that brackets a section with it restores the value
+/// it found before it returns.
+#[derive(Debug)]
+pub struct LocalBool(AtomicBool);
+
+impl LocalBool {
+    /// A new flag holding `v`.
+    pub fn new(v: bool) -> Self {
+        LocalBool(AtomicBool::new(v))
+    }
+
+    /// `READ_ONCE`.
+    #[inline(always)]
+    pub fn load(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// `WRITE_ONCE`.
+    #[inline(always)]
+    pub fn store(&self, v: bool) {
+        self.0.store(v, Ordering::Relaxed);
+    }
+}
+
+/// A pointer only the contexts of one CPU access, with `READ_ONCE` /
+/// `WRITE_ONCE` semantics (the PT driver's open transaction's buffer).
+#[derive(Debug)]
+pub struct LocalPtr<T>(AtomicPtr<T>);
+
+impl<T> LocalPtr<T> {
+    /// A null pointer.
+    pub fn null() -> Self {
+        LocalPtr(AtomicPtr::new(core::ptr::null_mut()))
+    }
+
+    /// `READ_ONCE`.
+    #[inline(always)]
+    pub fn load(&self) -> *mut T {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// `WRITE_ONCE`.
+    #[inline(always)]
+    pub fn store(&self, p: *mut T) {
+        self.0.store(p, Ordering::Relaxed);
+    }
+}
+
+/// `barrier()`: the compiler keeps memory accesses on their side of it (an
+/// interrupt on this CPU sees them in program order; no CPU fence).
+#[inline(always)]
+pub fn barrier() {
+    compiler_fence(Ordering::SeqCst);
 }
 
 /// A shared 64-bit word of the user page, as an atomic.

@@ -21,7 +21,7 @@ use perfaux::sample::SampleData;
 
 use crate::attr::read_attr;
 use crate::aux::{area_ref, perfaux_aux_area};
-use crate::pt::{CPlatform, perfaux_platform, perfaux_pt, perfaux_sink, pt_ref, with_c_sink};
+use crate::pt::{CPlatform, cpu_ref, perfaux_platform, perfaux_pt_cpu, perfaux_sink, with_c_sink};
 use crate::ring::{live_box, perfaux_ring, read_in, ring_ref, usable};
 
 /// Words of `struct perfaux_event`.
@@ -255,19 +255,19 @@ pub unsafe extern "C" fn perfaux_event_open(
 /// `perfaux_event_open` otherwise.
 ///
 /// # Safety
-/// As `perfaux_event_open`; `pt` an initialized PT PMU outliving the event.
+/// As `perfaux_event_open`; `pt` an initialized PT CPU object outliving the event.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_event_open_pt(
     ev: *mut perfaux_event,
     attr: *const c_void,
-    pt: *const perfaux_pt,
+    pt: *const perfaux_pt_cpu,
     id: u64,
     cpu: i32,
     leader: *const perfaux_event,
     parent: *const perfaux_event,
 ) -> c_int {
     // SAFETY: the caller's contract; the PMU outlives the event.
-    let Some(b) = (unsafe { pt_ref(pt) }) else {
+    let Some(b) = (unsafe { cpu_ref(pt) }) else {
         return Error::Invalid.errno();
     };
     // SAFETY: forwarded contract.

@@ -38,6 +38,7 @@ mod panic;
 mod pt;
 mod ring;
 mod sample;
+mod warn;
 
 pub use attr::*;
 pub use aux::*;
@@ -46,3 +47,4 @@ pub use event::*;
 pub use pt::*;
 pub use ring::*;
 pub use sample::*;
+pub use warn::*;

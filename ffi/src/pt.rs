@@ -1,38 +1,48 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! The PT-style PMU of one CPU in C: ToPA tables in caller pages, the
-//! software tracer, the PMU callbacks (add/del/start/stop), `snapshot_aux`
-//! into a C sink (a kernel's `perf_output_handle`, say), the ToPA PMI
-//! handler, and the trace events that feed the tracer.
+//! The PT-style PMU in C, split as Intel PT's driver is: a per-CPU object
+//! (`struct perfaux_pt_cpu`: the software tracer, the PMU callbacks
+//! add/del/start/stop, `snapshot_aux` into a C sink such as a kernel's
+//! `perf_output_handle`, the ToPA PMI handler and the trace events that feed
+//! the tracer) and a per-buffer object (`struct perfaux_pt_buffer`: the ToPA
+//! tables over one AUX buffer's pages, made by `setup_aux`, ended by
+//! `free_aux`). The CPU object reaches a buffer only through the AUX
+//! transaction it holds: the `begin` callback hands it out, as
+//! `perf_aux_output_begin` returns `rb->aux_priv`.
 //!
-//! The AUX buffer is either a perfaux ring's AUX area
-//! (`perfaux_pt_init_area`) or any buffer whose transactions C runs
-//! (`perfaux_pt_init_ops`: a kernel module's `perf_aux_output_begin/end`).
+//! The transactions are either a perfaux ring's AUX area
+//! (`perfaux_pt_cpu_init_area`) or C's (`perfaux_pt_cpu_init`: a kernel
+//! module's `perf_aux_output_begin/end`).
 
 use core::ffi::{c_int, c_void};
 use core::mem::{align_of, size_of};
-use core::ptr::{self, addr_of, addr_of_mut};
+use core::ptr::{self, NonNull, addr_of, addr_of_mut};
 
 use perfaux::abi::{PAGE_SIZE, PerfEventAttr};
 use perfaux::aux::{AreaOutput, AuxOutput, AuxTransaction};
 use perfaux::pmu::{EventInfo, Platform, Pmu, ef};
+use perfaux::pt::buffer::PtBuffer;
 use perfaux::pt::packet::ExecMode;
 use perfaux::pt::pmu::PtPmu;
 use perfaux::pt::stream::TraceEvent;
-use perfaux::pt::topa::{PhysMap, Topa, TopaTable};
+use perfaux::pt::topa::{PhysMap, TopaTable};
 use perfaux::pt::tracer::SoftTracer;
 use perfaux::ring::OutputSink;
 use perfaux::sample::IrqMask;
-use perfaux::{Error, Result};
+use perfaux::{Error, Result, warn_on_once};
 
 use crate::aux::{area_ref, perfaux_aux_area};
 use crate::ring::{
     fixed_event, live_box, perfaux_output_event, perfaux_ring, read_in, ring_ref, usable,
 };
 
-/// Words of `struct perfaux_pt`.
-pub const PERFAUX_PT_WORDS: usize = 256;
-/// Size in bytes of `struct perfaux_pt` (aligned to `PERFAUX_OBJECT_ALIGN`).
-pub const PERFAUX_PT_SIZE: usize = PERFAUX_PT_WORDS * 8;
+/// Words of `struct perfaux_pt_cpu`.
+pub const PERFAUX_PT_CPU_WORDS: usize = 256;
+/// Size in bytes of `struct perfaux_pt_cpu` (aligned to `PERFAUX_OBJECT_ALIGN`).
+pub const PERFAUX_PT_CPU_SIZE: usize = PERFAUX_PT_CPU_WORDS * 8;
+/// Words of `struct perfaux_pt_buffer`.
+pub const PERFAUX_PT_BUFFER_WORDS: usize = 16;
+/// Size in bytes of `struct perfaux_pt_buffer` (aligned to `PERFAUX_OBJECT_ALIGN`).
+pub const PERFAUX_PT_BUFFER_SIZE: usize = PERFAUX_PT_BUFFER_WORDS * 8;
 
 /// `PERF_EF_START` (add: start right away).
 pub const PERFAUX_EF_START: u32 = 0x01;
@@ -150,18 +160,23 @@ pub struct perfaux_sink {
     pub ctx: *mut c_void,
 }
 
-/// The AUX transactions of a buffer C owns (a kernel's: `begin` is
-/// `perf_aux_output_begin`, `flag` `perf_aux_output_flag`, `end`
-/// `perf_aux_output_end` after setting `handle->head` when `has_head`).
-/// Called from the PMU callbacks and the PMI, never nested.
+/// The AUX transactions of the event running on one CPU, run by C (a
+/// kernel's: `begin` is `perf_aux_output_begin` on the CPU's handle, `flag`
+/// `perf_aux_output_flag`, `end` `perf_aux_output_end` after setting
+/// `handle->head` when `has_head`). Called from the PMU callbacks and the
+/// PMI on that CPU, never nested.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct perfaux_aux_ops {
-    /// Opens a transaction; fills its head, the bytes it may write, and the
+    /// Opens a transaction; fills the buffer's PT object (what `setup_aux`
+    /// made: `rb->aux_priv`), its head, the bytes it may write, and the
     /// position where the consumer wants a wakeup; 0 or a negative errno.
+    /// The buffer must stay valid until the matching `end` returns, and no
+    /// other transaction on it may be open meanwhile.
     pub begin: Option<
         unsafe extern "C" fn(
             ctx: *mut c_void,
+            buffer: *mut *const perfaux_pt_buffer,
             head: *mut u64,
             space: *mut u64,
             wakeup: *mut u64,
@@ -170,7 +185,7 @@ pub struct perfaux_aux_ops {
     /// Adds `PERF_AUX_FLAG_*` bits to the open transaction.
     pub flag: Option<unsafe extern "C" fn(ctx: *mut c_void, flags: u64)>,
     /// Ends it with `size` new bytes (in overwrite mode, after moving the
-    /// head to `head` when `has_head` is 1).
+    /// head to `head` when `has_head` is 1). The buffer may be freed after.
     pub end: Option<unsafe extern "C" fn(ctx: *mut c_void, size: u64, has_head: c_int, head: u64)>,
     /// Their argument.
     pub ctx: *mut c_void,
@@ -195,26 +210,52 @@ pub struct perfaux_platform {
     pub ctx: *mut c_void,
 }
 
-/// Storage of a PT PMU. Opaque.
+/// Storage of the PT driver of one CPU. Opaque.
 #[repr(C)]
-pub struct perfaux_pt {
+pub struct perfaux_pt_cpu {
     /// Opaque.
-    pub opaque: [u64; PERFAUX_PT_WORDS],
+    pub opaque: [u64; PERFAUX_PT_CPU_WORDS],
+}
+
+/// Storage of the PT driver's state of one AUX buffer (what `setup_aux`
+/// returns). Opaque.
+#[repr(C)]
+pub struct perfaux_pt_buffer {
+    /// Opaque.
+    pub opaque: [u64; PERFAUX_PT_BUFFER_WORDS],
 }
 
 struct CPhysMap(perfaux_phys_map);
 
+impl CPhysMap {
+    /// The map C gave (NULL: identity); `None` if only one of its two
+    /// callbacks is set.
+    ///
+    /// # Safety
+    /// `phys` NULL or readable.
+    unsafe fn read(phys: *const perfaux_phys_map) -> Option<CPhysMap> {
+        // SAFETY: NULL or readable (the caller's contract).
+        let phys = unsafe { read_in(phys) }.unwrap_or(perfaux_phys_map {
+            to_phys: None,
+            to_virt: None,
+            ctx: ptr::null_mut(),
+        });
+        (phys.to_phys.is_some() == phys.to_virt.is_some()).then_some(CPhysMap(phys))
+    }
+}
+
 impl PhysMap for CPhysMap {
     fn to_phys(&self, virt: *const u8) -> u64 {
         match self.0.to_phys {
-            // SAFETY: a callback the caller registered for this purpose.
+            // SAFETY: the translation callback C registered, which takes
+            // any address (the `perfaux_phys_map` contract).
             Some(f) => unsafe { f(self.0.ctx, virt.cast()) },
             None => virt as u64,
         }
     }
     fn to_virt(&self, phys: u64) -> *mut u8 {
         match self.0.to_virt {
-            // SAFETY: a callback the caller registered for this purpose.
+            // SAFETY: as in `to_phys`.
             Some(f) => unsafe { f(self.0.ctx, phys) }.cast(),
             None => phys as usize as *mut u8,
         }
@@ -226,14 +267,15 @@ pub(crate) struct CPlatform(pub(crate) perfaux_platform);
 impl IrqMask for CPlatform {
     fn save(&self) -> usize {
         match self.0.irq_save {
-            // SAFETY: a callback the caller registered for this purpose.
+            // SAFETY: the callback C registered, callable from any context
+            // (the `perfaux_platform` contract).
             Some(f) => unsafe { f(self.0.ctx) },
             None => 0,
         }
     }
     fn restore(&self, state: usize) {
         if let Some(f) = self.0.irq_restore {
-            // SAFETY: as above.
+            // SAFETY: as in `save`; `state` is what `save` returned.
             unsafe { f(self.0.ctx, state) }
         }
     }
@@ -241,87 +283,113 @@ impl IrqMask for CPlatform {
 
 impl Platform for CPlatform {
     fn cpu(&self) -> u32 {
-        // SAFETY: as above.
+        // SAFETY: the callback C registered (the `perfaux_platform` contract).
         self.0.cpu.map_or(0, |f| unsafe { f(self.0.ctx) })
     }
     fn clock(&self) -> u64 {
-        // SAFETY: as above.
+        // SAFETY: as in `cpu`.
         self.0.clock.map_or(0, |f| unsafe { f(self.0.ctx) })
     }
     fn current(&self) -> (u32, u32) {
         let (mut pid, mut tid) = (0, 0);
         if let Some(f) = self.0.current_task {
-            // SAFETY: as above; both pointers are to locals.
+            // SAFETY: as in `cpu`; both pointers are to locals.
             unsafe { f(self.0.ctx, &mut pid, &mut tid) };
         }
         (pid, tid)
     }
 }
 
-/// A buffer whose transactions C runs.
-struct COps {
-    ops: perfaux_aux_ops,
-    pages: &'static [*mut u8],
-    overwrite: bool,
+/// What `struct perfaux_pt_buffer` holds.
+#[repr(C)]
+struct BufferBox {
+    live: u64,
+    buffer: PtBuffer<'static>,
 }
 
-// SAFETY: `perfaux_pt_init_ops`'s contract: the pages are valid for reads
-// and writes while the PMU lives and written only by its tracer.
+const BUFFER_LIVE: u64 = 0x7065_7266_7074_6266; // "perfptbf"
+
+const _: () = {
+    assert!(size_of::<BufferBox>() <= size_of::<perfaux_pt_buffer>());
+    assert!(align_of::<BufferBox>() <= align_of::<perfaux_pt_buffer>());
+};
+
+/// The initialized PT buffer at `p`, if it is one.
+///
+/// # Safety
+/// `p` must be NULL or point to `struct perfaux_pt_buffer` storage.
+unsafe fn buffer_ref<'a>(p: *const perfaux_pt_buffer) -> Option<&'a BufferBox> {
+    // SAFETY: the caller's contract; live: initialized and not torn down.
+    unsafe { live_box::<_, BufferBox>(p, BUFFER_LIVE).map(|b| &*b) }
+}
+
+/// Transactions C runs.
+struct COps(perfaux_aux_ops);
+
+// SAFETY: `perfaux_aux_ops`'s contract: the buffer `begin` fills stays valid
+// until the matching `end` and is held by one transaction at a time; the
+// live check below refuses anything that is not an initialized buffer.
 unsafe impl AuxOutput for COps {
-    fn pages(&self) -> &[*mut u8] {
-        self.pages
-    }
-    fn is_overwrite(&self) -> bool {
-        self.overwrite
-    }
-    fn begin(&self) -> Result<AuxTransaction> {
-        let Some(f) = self.ops.begin else {
+    type Buffer = PtBuffer<'static>;
+
+    fn begin(&self) -> Result<(AuxTransaction, NonNull<PtBuffer<'static>>)> {
+        let (Some(begin), Some(end)) = (self.0.begin, self.0.end) else {
             return Err(Error::NotSupported);
         };
         let mut t = AuxTransaction::default();
+        let mut buffer: *const perfaux_pt_buffer = ptr::null();
         // SAFETY: the registered callback, with pointers to locals.
-        let r = unsafe { f(self.ops.ctx, &mut t.head, &mut t.space, &mut t.wakeup) };
-        match r {
-            0 => Ok(t),
-            e => Err(Error::from_errno(e).unwrap_or(Error::NoSpace)),
+        let r = unsafe {
+            begin(
+                self.0.ctx,
+                &mut buffer,
+                &mut t.head,
+                &mut t.space,
+                &mut t.wakeup,
+            )
+        };
+        if r != 0 {
+            return Err(Error::from_errno(r).unwrap_or(Error::NoSpace));
+        }
+        // SAFETY: NULL or what C's setup_aux initialized (the contract);
+        // the live word tells which.
+        match unsafe { buffer_ref(buffer) } {
+            Some(b) => Ok((t, NonNull::from(&b.buffer))),
+            None => {
+                warn_on_once!(true, "AUX begin gave no initialized PT buffer");
+                // SAFETY: the registered callback: the transaction opened
+                // above ends, with nothing written.
+                unsafe { end(self.0.ctx, 0, 0, 0) };
+                Err(Error::Invalid)
+            }
         }
     }
     fn flag(&self, flags: u64) {
-        if let Some(f) = self.ops.flag {
+        if let Some(f) = self.0.flag {
             // SAFETY: the registered callback.
-            unsafe { f(self.ops.ctx, flags) }
+            unsafe { f(self.0.ctx, flags) }
         }
     }
     fn end(&self, size: u64, snapshot_head: Option<u64>) {
-        if let Some(f) = self.ops.end {
+        if let Some(f) = self.0.end {
             let (has, head) = snapshot_head.map_or((0, 0), |h| (1, h));
             // SAFETY: the registered callback.
-            unsafe { f(self.ops.ctx, size, has, head) }
+            unsafe { f(self.0.ctx, size, has, head) }
         }
     }
 }
 
-/// The AUX output of a C PT PMU.
+/// The transactions of a C PT driver.
 enum PtOutput {
-    Area(AreaOutput<'static, 'static>),
+    Area(AreaOutput<'static, 'static, PtBuffer<'static>>),
     Ops(COps),
 }
 
 // SAFETY: delegates to two implementations that uphold the contract.
 unsafe impl AuxOutput for PtOutput {
-    fn pages(&self) -> &[*mut u8] {
-        match self {
-            PtOutput::Area(a) => a.pages(),
-            PtOutput::Ops(o) => o.pages(),
-        }
-    }
-    fn is_overwrite(&self) -> bool {
-        match self {
-            PtOutput::Area(a) => a.is_overwrite(),
-            PtOutput::Ops(o) => o.is_overwrite(),
-        }
-    }
-    fn begin(&self) -> Result<AuxTransaction> {
+    type Buffer = PtBuffer<'static>;
+
+    fn begin(&self) -> Result<(AuxTransaction, NonNull<PtBuffer<'static>>)> {
         match self {
             PtOutput::Area(a) => a.begin(),
             PtOutput::Ops(o) => o.begin(),
@@ -341,74 +409,208 @@ unsafe impl AuxOutput for PtOutput {
     }
 }
 
-/// What `struct perfaux_pt` holds. The tracer and the PMU refer to the
+/// What `struct perfaux_pt_cpu` holds. The tracer and the PMU refer to the
 /// fields before them in place (the storage does not move).
 #[repr(C)]
-pub(crate) struct PtBox {
+pub(crate) struct CpuBox {
     live: u64,
     phys: CPhysMap,
     platform: CPlatform,
     tracer: SoftTracer<'static>,
     pmu: PtPmu<'static, PtOutput>,
-    /// The `attr.config` the PMU callbacks see (the Intel PT format bits):
-    /// what `perfaux_pt_set_config` accepted last.
-    config: core::cell::Cell<u64>,
 }
 
-const PT_LIVE: u64 = 0x7065_7266_7074_706d; // "perfptpm"
+const CPU_LIVE: u64 = 0x7065_7266_7074_6370; // "perfptcp"
 
 const _: () = {
-    assert!(size_of::<PtBox>() <= size_of::<perfaux_pt>());
-    assert!(align_of::<PtBox>() <= align_of::<perfaux_pt>());
+    assert!(size_of::<CpuBox>() <= size_of::<perfaux_pt_cpu>());
+    assert!(align_of::<CpuBox>() <= align_of::<perfaux_pt_cpu>());
 };
 
-/// The attr of a PT PMU that was given no configuration (config 0).
-static NO_ATTR: PerfEventAttr = PerfEventAttr::new(136);
-
-/// The initialized PT PMU at `p`, if it is one.
+/// The initialized PT CPU object at `p`, if it is one.
 ///
 /// # Safety
-/// `p` must be NULL or point to `struct perfaux_pt` storage.
-pub(crate) unsafe fn pt_ref<'a>(p: *const perfaux_pt) -> Option<&'a PtBox> {
+/// `p` must be NULL or point to `struct perfaux_pt_cpu` storage.
+pub(crate) unsafe fn cpu_ref<'a>(p: *const perfaux_pt_cpu) -> Option<&'a CpuBox> {
     // SAFETY: the caller's contract; live: initialized and not torn down.
-    unsafe { live_box::<_, PtBox>(p, PT_LIVE).map(|b| &*b) }
+    unsafe { live_box::<_, CpuBox>(p, CPU_LIVE).map(|b| &*b) }
 }
 
-/// Builds the PtBox in `pt`: phys map, platform and tracer in place, then
-/// the ToPA tables over `pages` in `tables`, then the PMU over `output`.
+/// Builds the BufferBox in `buf` over `pages`, its tables in `tables`.
 ///
 /// # Safety
-/// `pt` valid storage that does not move; `tables` valid for writes of
-/// `nr_tables` 4 KiB pages, 4 KiB aligned, for the PMU's life; `pages`
-/// valid as the init functions require.
-unsafe fn build(
-    pt: *mut perfaux_pt,
+/// `buf` valid storage that does not move; `tables` valid for writes of
+/// `nr_tables` 4 KiB pages, 4 KiB aligned, and `pages` valid for reads and
+/// writes, for the buffer's life (until `perfaux_pt_buffer_fini`).
+unsafe fn build_buffer(
+    buf: *mut perfaux_pt_buffer,
     tables: *mut c_void,
     nr_tables: usize,
+    pages: &'static [*mut u8],
+    overwrite: bool,
     phys: *const perfaux_phys_map,
-    platform: *const perfaux_platform,
-    psb_period: u64,
-    output: impl FnOnce(&'static CPlatform) -> PtOutput,
 ) -> c_int {
-    if !usable(pt) || tables.is_null() || (tables as usize) % PAGE_SIZE != 0 || nr_tables == 0 {
+    if !usable(buf) || tables.is_null() || (tables as usize) % PAGE_SIZE != 0 || nr_tables == 0 {
         return Error::Invalid.errno();
     }
-    if nr_tables > isize::MAX as usize / PAGE_SIZE || !(256..=1 << 20).contains(&psb_period) {
+    if nr_tables > isize::MAX as usize / PAGE_SIZE {
         return Error::Invalid.errno();
     }
     // SAFETY: the caller's contract.
-    if unsafe { pt_ref(pt) }.is_some() {
+    if unsafe { buffer_ref(buf) }.is_some() {
         return Error::Busy.errno();
     }
     // SAFETY: NULL or readable (the caller's contract).
-    let phys = unsafe { read_in(phys) }.unwrap_or(perfaux_phys_map {
-        to_phys: None,
-        to_virt: None,
-        ctx: ptr::null_mut(),
-    });
-    if phys.to_phys.is_some() != phys.to_virt.is_some() {
+    let Some(phys) = (unsafe { CPhysMap::read(phys) }) else {
+        return Error::Invalid.errno();
+    };
+    // SAFETY: the table pages are the caller's for the buffer's life;
+    // zeroed first, so the slice holds valid (all-zero) tables.
+    let tables: &'static mut [TopaTable] = unsafe {
+        ptr::write_bytes(tables.cast::<u8>(), 0, nr_tables * PAGE_SIZE);
+        core::slice::from_raw_parts_mut(tables.cast::<TopaTable>(), nr_tables)
+    };
+    // SAFETY: the pages are valid for the buffer's life and written only by
+    // the tracer of a CPU object holding its transaction (the contract).
+    let buffer = match unsafe { PtBuffer::new(tables, pages, overwrite, &phys) } {
+        Ok(b) => b,
+        Err(e) => return e.errno(),
+    };
+    let b = buf.cast::<BufferBox>();
+    // SAFETY: valid storage for a BufferBox (asserted, the contract); the
+    // live word goes last.
+    unsafe {
+        addr_of_mut!((*b).buffer).write(buffer);
+        addr_of_mut!((*b).live).write(BUFFER_LIVE);
+    }
+    0
+}
+
+/// Initializes the PT state of one AUX buffer (`setup_aux`): `nr_pages`
+/// 4 KiB pages (`pages`, one pointer per page, a power of two), overwrite
+/// (snapshot) mode if `overwrite` is 1, its ToPA tables in `tables`
+/// (`nr_tables` 4 KiB-aligned pages; one holds 506 regions), physical
+/// addresses through `phys` (NULL: identity; a kernel passes
+/// `virt_to_phys`/`phys_to_virt`, the same map as the CPU objects').
+///
+/// Returns 0, `-EINVAL` for bad arguments (NULL or misaligned storage, a
+/// page count that is not a power of two, a NULL page, one of the two phys
+/// callbacks only), `-ENOMEM` if the tables are too few, `-EBUSY` if `buf`
+/// is initialized.
+///
+/// # Safety
+/// `buf` valid for writes of `sizeof(struct perfaux_pt_buffer)` bytes and
+/// not moved until `perfaux_pt_buffer_fini`; `tables`, the page array and
+/// the pages valid for as long, the pages written by nothing but the tracer
+/// of the CPU object holding the buffer's transaction; `phys` NULL or
+/// readable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_pt_buffer_init(
+    buf: *mut perfaux_pt_buffer,
+    tables: *mut c_void,
+    nr_tables: usize,
+    pages: *const *mut c_void,
+    nr_pages: usize,
+    overwrite: c_int,
+    phys: *const perfaux_phys_map,
+) -> c_int {
+    if !usable(pages)
+        || !nr_pages.is_power_of_two()
+        || nr_pages > isize::MAX as usize / size_of::<*mut u8>()
+        || !(0..=1).contains(&overwrite)
+    {
         return Error::Invalid.errno();
     }
+    // SAFETY: `nr_pages` readable pointers that outlive the buffer.
+    let pages: &'static [*mut u8] =
+        unsafe { core::slice::from_raw_parts(pages.cast::<*mut u8>(), nr_pages) };
+    // SAFETY: the caller's contract, as `build_buffer` states it.
+    unsafe { build_buffer(buf, tables, nr_tables, pages, overwrite == 1, phys) }
+}
+
+/// Initializes the PT state of a perfaux AUX `area`'s buffer (its pages,
+/// its mode), tables and `phys` as for `perfaux_pt_buffer_init`. Returns 0,
+/// `-EINVAL` (`area` not initialized, bad arguments), `-ENOMEM` or `-EBUSY`.
+///
+/// # Safety
+/// As `perfaux_pt_buffer_init`; `area` initialized and outliving the buffer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_pt_buffer_init_area(
+    buf: *mut perfaux_pt_buffer,
+    tables: *mut c_void,
+    nr_tables: usize,
+    area: *const perfaux_aux_area,
+    phys: *const perfaux_phys_map,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    let Some(area) = (unsafe { area_ref(area) }) else {
+        return Error::Invalid.errno();
+    };
+    // SAFETY: an area's pages are valid for its life, which outlasts the
+    // buffer (the contract); only the tracer writes them.
+    unsafe {
+        build_buffer(
+            buf,
+            tables,
+            nr_tables,
+            area.pages(),
+            area.is_overwrite(),
+            phys,
+        )
+    }
+}
+
+/// Ends the PT state of one AUX buffer (`free_aux`). Returns 0, `-EBUSY`
+/// (and warns: the kernel never does this) while a transaction holds it,
+/// `-EINVAL` if `buf` is not an initialized buffer.
+///
+/// # Safety
+/// `buf` NULL or buffer storage.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_pt_buffer_fini(buf: *mut perfaux_pt_buffer) -> c_int {
+    // SAFETY: the caller's contract.
+    let Some(b) = (unsafe { buffer_ref(buf) }) else {
+        return Error::Invalid.errno();
+    };
+    if warn_on_once!(
+        b.buffer.is_held(),
+        "free_aux of a PT buffer a transaction holds"
+    ) {
+        return Error::Busy.errno();
+    }
+    let b = buf.cast::<BufferBox>();
+    // SAFETY: live: marked dead, then dropped once.
+    unsafe {
+        addr_of_mut!((*b).live).write(0);
+        ptr::drop_in_place(addr_of_mut!((*b).buffer));
+    }
+    0
+}
+
+/// Builds the CpuBox in `cpu`: phys map, platform and tracer in place, then
+/// the PMU over `output`.
+///
+/// # Safety
+/// `cpu` valid storage that does not move; `phys` and `platform` NULL or
+/// readable.
+unsafe fn build_cpu(
+    cpu: *mut perfaux_pt_cpu,
+    phys: *const perfaux_phys_map,
+    platform: *const perfaux_platform,
+    psb_period: u64,
+    output: impl FnOnce(&'static CPlatform) -> Result<PtOutput>,
+) -> c_int {
+    if !usable(cpu) || !(256..=1 << 20).contains(&psb_period) {
+        return Error::Invalid.errno();
+    }
+    // SAFETY: the caller's contract.
+    if unsafe { cpu_ref(cpu) }.is_some() {
+        return Error::Busy.errno();
+    }
+    // SAFETY: NULL or readable (the caller's contract).
+    let Some(phys) = (unsafe { CPhysMap::read(phys) }) else {
+        return Error::Invalid.errno();
+    };
     // SAFETY: NULL or readable (the caller's contract).
     let platform = unsafe { read_in(platform) }.unwrap_or(perfaux_platform {
         cpu: None,
@@ -418,68 +620,53 @@ unsafe fn build(
         irq_restore: None,
         ctx: ptr::null_mut(),
     });
-    let b = pt.cast::<PtBox>();
-    // SAFETY: valid storage for a PtBox (asserted, the contract); fields
+    let b = cpu.cast::<CpuBox>();
+    // SAFETY: valid storage for a CpuBox (asserted, the contract); fields
     // are written in dependency order and stay in place.
     unsafe {
         addr_of_mut!((*b).live).write(0);
-        addr_of_mut!((*b).phys).write(CPhysMap(phys));
+        addr_of_mut!((*b).phys).write(phys);
         addr_of_mut!((*b).platform).write(CPlatform(platform));
-        addr_of_mut!((*b).config).write(core::cell::Cell::new(0));
     }
     // SAFETY: just written, living as long as the storage.
     let (phys, platform): (&'static CPhysMap, &'static CPlatform) =
         unsafe { (&*addr_of!((*b).phys), &*addr_of!((*b).platform)) };
+    let output = match output(platform) {
+        Ok(o) => o,
+        Err(e) => return e.errno(),
+    };
     // SAFETY: as above.
     unsafe { addr_of_mut!((*b).tracer).write(SoftTracer::new(phys, psb_period)) };
     // SAFETY: as above.
     let tracer: &'static SoftTracer<'static> = unsafe { &*addr_of!((*b).tracer) };
-    // SAFETY: the table pages are the caller's for the PMU's life; zeroed
-    // first, so the slice holds valid (all-zero) tables.
-    let tables: &'static mut [TopaTable] = unsafe {
-        ptr::write_bytes(tables.cast::<u8>(), 0, nr_tables * PAGE_SIZE);
-        core::slice::from_raw_parts_mut(tables.cast::<TopaTable>(), nr_tables)
-    };
-    let output = output(platform);
-    let topa = match Topa::build(tables, output.pages(), phys) {
-        Ok(t) => t,
-        Err(e) => return e.errno(),
-    };
-    match PtPmu::with_output(tracer, phys, topa, output) {
-        Ok(pmu) => {
-            // SAFETY: valid storage; the live word goes last.
-            unsafe {
-                addr_of_mut!((*b).pmu).write(pmu);
-                addr_of_mut!((*b).live).write(PT_LIVE);
-            }
-            0
-        }
-        Err(e) => e.errno(),
+    // SAFETY: valid storage; the live word goes last.
+    unsafe {
+        addr_of_mut!((*b).pmu).write(PtPmu::with_output(tracer, phys, output));
+        addr_of_mut!((*b).live).write(CPU_LIVE);
     }
+    0
 }
 
-/// Initializes a PT PMU tracing into a perfaux AUX `area` (initialized over
-/// `ring`'s user page), writing `PERF_RECORD_AUX` for `event` into `ring`,
-/// its trailer stamped by `platform` (NULL: as `event` gives it). ToPA
-/// tables go into `tables` (`nr_tables` 4 KiB-aligned pages; one holds 506
-/// regions); a PSB+ is written every `psb_period` bytes (256 to 1 MiB).
-/// `phys` NULL: identity.
+/// Initializes the PT driver of one CPU tracing into a perfaux AUX `area`
+/// (initialized over `ring`'s user page) whose PT state is `buffer`
+/// (`perfaux_pt_buffer_init_area` over that area), writing
+/// `PERF_RECORD_AUX` for `event` into `ring`, its trailer stamped by
+/// `platform` (NULL: as `event` gives it). A PSB+ is written every
+/// `psb_period` bytes (256 to 1 MiB). `phys` NULL: identity.
 ///
 /// Returns 0, `-EINVAL` for bad arguments (NULL or misaligned storage, a
-/// ring or area not initialized, a malformed event, one of the two phys
-/// callbacks only), `-ENOMEM` if the tables are too few, `-EBUSY` if `pt`
+/// ring, area or buffer not initialized, a buffer over other pages, a
+/// malformed event, one of the two phys callbacks only), `-EBUSY` if `cpu`
 /// is initialized.
 ///
 /// # Safety
-/// `pt` valid for writes of `sizeof(struct perfaux_pt)` bytes and not moved
-/// until `perfaux_pt_fini`; `tables` valid as said for as long; `ring` and
-/// `area` initialized and outliving the PMU; the pointers to structs NULL
-/// or readable.
+/// `cpu` valid for writes of `sizeof(struct perfaux_pt_cpu)` bytes and not
+/// moved until `perfaux_pt_cpu_fini`; `ring`, `area` and `buffer`
+/// initialized and outliving it; the pointers to structs NULL or readable.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn perfaux_pt_init_area(
-    pt: *mut perfaux_pt,
-    tables: *mut c_void,
-    nr_tables: usize,
+pub unsafe extern "C" fn perfaux_pt_cpu_init_area(
+    cpu: *mut perfaux_pt_cpu,
+    buffer: *const perfaux_pt_buffer,
     area: *const perfaux_aux_area,
     ring: *const perfaux_ring,
     event: *const perfaux_output_event,
@@ -491,92 +678,83 @@ pub unsafe extern "C" fn perfaux_pt_init_area(
     let (Some(area), Some(ring)) = (unsafe { area_ref(area) }, unsafe { ring_ref(ring) }) else {
         return Error::Invalid.errno();
     };
+    // SAFETY: the caller's contract.
+    let Some(buffer) = (unsafe { buffer_ref(buffer) }).map(|b| &b.buffer) else {
+        return Error::Invalid.errno();
+    };
+    if buffer.pages() != area.pages() || buffer.is_overwrite() != area.is_overwrite() {
+        return Error::Invalid.errno();
+    }
     // SAFETY: NULL or readable (the caller's contract).
     let event = unsafe { read_in(event) }.unwrap_or_default();
     let Some(event) = fixed_event(&event) else {
         return Error::Invalid.errno();
     };
     let stamp = !platform.is_null();
-    // SAFETY: forwarded contract.
+    // SAFETY: the caller's contract, as `build_cpu` states it.
     unsafe {
-        build(pt, tables, nr_tables, phys, platform, psb_period, |p| {
-            let out = AreaOutput::new(area, ring, event);
-            PtOutput::Area(if stamp { out.with_platform(p) } else { out })
+        build_cpu(cpu, phys, platform, psb_period, |p| {
+            let out = AreaOutput::new(area, ring, event, buffer);
+            Ok(PtOutput::Area(if stamp {
+                out.with_platform(p)
+            } else {
+                out
+            }))
         })
     }
 }
 
-/// Initializes a PT PMU tracing into a buffer whose transactions C runs
-/// through `ops` (a kernel module: the pages `setup_aux` received):
-/// `nr_pages` 4 KiB pages (`pages`, one pointer per page, a power of two),
-/// overwrite (snapshot) mode if `overwrite` is 1. Tables, `psb_period` and
-/// `phys` as for `perfaux_pt_init_area` (a kernel passes its
-/// `virt_to_phys`/`phys_to_virt`).
+/// Initializes the PT driver of one CPU whose AUX transactions C runs
+/// through `ops` (a kernel module: `perf_aux_output_begin` on the CPU's
+/// handle, for the event added there), each handing out the PT state of
+/// the event's buffer (`perfaux_pt_buffer_init`, in `setup_aux`).
+/// `psb_period` and `phys` as for `perfaux_pt_cpu_init_area`.
 ///
 /// Returns 0, `-EINVAL` for bad arguments (NULL ops callbacks included),
-/// `-ENOMEM` if the tables are too few, `-EBUSY` if `pt` is initialized.
+/// `-EBUSY` if `cpu` is initialized.
 ///
 /// # Safety
-/// As `perfaux_pt_init_area`; the page array and the pages must stay valid
-/// until `perfaux_pt_fini`, written by nothing but the tracer.
+/// `cpu` as for `perfaux_pt_cpu_init_area`; `ops` and `phys` NULL or
+/// readable; the callbacks keep the `perfaux_aux_ops` contract.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn perfaux_pt_init_ops(
-    pt: *mut perfaux_pt,
-    tables: *mut c_void,
-    nr_tables: usize,
-    pages: *const *mut c_void,
-    nr_pages: usize,
-    overwrite: c_int,
+pub unsafe extern "C" fn perfaux_pt_cpu_init(
+    cpu: *mut perfaux_pt_cpu,
     ops: *const perfaux_aux_ops,
     phys: *const perfaux_phys_map,
     psb_period: u64,
 ) -> c_int {
-    if !usable(pages)
-        || !nr_pages.is_power_of_two()
-        || nr_pages > isize::MAX as usize / size_of::<*mut u8>()
-        || !(0..=1).contains(&overwrite)
-    {
-        return Error::Invalid.errno();
-    }
     // SAFETY: NULL or readable (the caller's contract).
     let Some(ops) = (unsafe { read_in(ops) })
         .filter(|o| o.begin.is_some() && o.flag.is_some() && o.end.is_some())
     else {
         return Error::Invalid.errno();
     };
-    // SAFETY: `nr_pages` readable pointers that outlive the PMU.
-    let pages: &'static [*mut u8] =
-        unsafe { core::slice::from_raw_parts(pages.cast::<*mut u8>(), nr_pages) };
-    // SAFETY: forwarded contract.
+    // SAFETY: the caller's contract, as `build_cpu` states it.
     unsafe {
-        build(pt, tables, nr_tables, phys, ptr::null(), psb_period, |_| {
-            PtOutput::Ops(COps {
-                ops,
-                pages,
-                overwrite: overwrite == 1,
-            })
+        build_cpu(cpu, phys, ptr::null(), psb_period, |_| {
+            Ok(PtOutput::Ops(COps(ops)))
         })
     }
 }
 
-/// Tears a PT PMU down; it must be stopped (`perfaux_pt_del`) first.
-/// Returns 0, `-EBUSY` while an AUX transaction is open, `-EINVAL` if `pt`
-/// is not an initialized PMU.
+/// Tears the PT driver of one CPU down; its event must be off it
+/// (`perfaux_pt_del`) first. Returns 0, `-EBUSY` while an AUX transaction
+/// is open, `-EINVAL` if `cpu` is not an initialized CPU object.
 ///
 /// # Safety
-/// `pt` NULL or PT storage.
+/// `cpu` NULL or PT CPU storage.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn perfaux_pt_fini(pt: *mut perfaux_pt) -> c_int {
+pub unsafe extern "C" fn perfaux_pt_cpu_fini(cpu: *mut perfaux_pt_cpu) -> c_int {
     // SAFETY: the caller's contract.
-    let Some(b) = (unsafe { pt_ref(pt) }) else {
+    let Some(b) = (unsafe { cpu_ref(cpu) }) else {
         return Error::Invalid.errno();
     };
-    if !b.pmu.is_stopped() {
+    if b.pmu.in_transaction() {
         return Error::Busy.errno();
     }
-    let b = pt.cast::<PtBox>();
-    // SAFETY: live: dropped once (the PMU before what it refers to), then
-    // marked dead.
+    let b = cpu.cast::<CpuBox>();
+    // SAFETY: live: marked dead, then dropped once (the PMU before what it
+    // refers to).
     unsafe {
         addr_of_mut!((*b).live).write(0);
         ptr::drop_in_place(addr_of_mut!((*b).pmu));
@@ -585,7 +763,7 @@ pub unsafe extern "C" fn perfaux_pt_fini(pt: *mut perfaux_pt) -> c_int {
     0
 }
 
-impl PtBox {
+impl CpuBox {
     /// The PMU, for events opened on it.
     pub(crate) fn pmu(&self) -> &dyn Pmu {
         &self.pmu
@@ -594,23 +772,22 @@ impl PtBox {
 
 /// The event a PMU callback sees from C that gives none.
 pub(crate) fn no_info() -> EventInfo<'static> {
-    info(0)
-}
-
-fn info(aux_paused: u32) -> EventInfo<'static> {
     EventInfo {
         attr: &NO_ATTR,
         id: 0,
         cpu: -1,
-        aux_paused: aux_paused != 0,
+        aux_paused: false,
     }
 }
 
-/// Runs `f` with the event the PMU callbacks of `b` see: an attr with the
-/// configured `config`.
-fn with_info<R>(b: &PtBox, aux_paused: u32, f: impl FnOnce(&EventInfo<'_>) -> R) -> R {
+/// The attr of a PT event C gives no configuration for (config 0).
+static NO_ATTR: PerfEventAttr = PerfEventAttr::new(136);
+
+/// Runs `f` with the event a PMU callback from C sees: an attr with
+/// `config`, `hw.aux_paused` as given.
+fn with_info<R>(config: u64, aux_paused: u32, f: impl FnOnce(&EventInfo<'_>) -> R) -> R {
     let mut attr = PerfEventAttr::new(136);
-    attr.config = b.config.get();
+    attr.config = config;
     f(&EventInfo {
         attr: &attr,
         id: 0,
@@ -625,30 +802,9 @@ fn flags_ok(flags: u32, allowed: u32) -> bool {
 
 /// `pt_event_init`'s check of an event's `attr.config` (the Intel PT format
 /// bits: `pt`, `tsc`, `noretcomp`, `branch`, `psb_period`; `cyc`, `mtc`,
-/// `pwr_evt`, `event`, `notnt`, `ptw` and `fup_on_ptw` are not offered),
-/// and the configuration later `perfaux_pt_add` calls trace with. Call it
-/// when the event is created and whenever another event is added. Returns
-/// 0, or `-EINVAL` for a bad `pt` or a configuration Linux's
-/// `pt_event_valid` would refuse on this tracer (the previous one stays).
-///
-/// # Safety
-/// `pt` NULL or PT storage; not while the PT event is on the PMU.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn perfaux_pt_set_config(pt: *const perfaux_pt, attr_config: u64) -> c_int {
-    // SAFETY: NULL or PT storage (the caller's contract).
-    let Some(b) = (unsafe { pt_ref(pt) }) else {
-        return Error::Invalid.errno();
-    };
-    if perfaux::pt::config::PtConfig::from_attr(attr_config).is_err() {
-        return Error::Invalid.errno();
-    }
-    b.config.set(attr_config);
-    0
-}
-
-/// `pt_event_init`'s check of an `attr.config` alone (no PMU needed: call
-/// it when an event is created): 0, or `-EINVAL` for what
-/// `perfaux_pt_set_config` refuses.
+/// `pwr_evt`, `event`, `notnt`, `ptw` and `fup_on_ptw` are not offered):
+/// call it when an event is created. Returns 0, or `-EINVAL` for a
+/// configuration Linux's `pt_event_valid` would refuse on this tracer.
 #[unsafe(no_mangle)]
 pub extern "C" fn perfaux_pt_check_config(attr_config: u64) -> c_int {
     match perfaux::pt::config::PtConfig::from_attr(attr_config) {
@@ -657,24 +813,30 @@ pub extern "C" fn perfaux_pt_check_config(attr_config: u64) -> c_int {
     }
 }
 
-/// `pmu->add`: puts the PT event on this CPU (one at a time) and, with
-/// `PERFAUX_EF_START`, opens an AUX transaction and starts tracing (not if
-/// `aux_paused`). Returns 0, `-EBUSY` if an event is on already, `-EINVAL`
-/// for a bad `pt` or flags, or the error that kept it from starting
-/// (`-ENOSPC`: no room in the buffer).
+/// `pmu->add`: puts the PT event (configured by its `attr_config`) on this
+/// CPU (one at a time) and, with `PERFAUX_EF_START`, opens an AUX
+/// transaction and starts tracing (not if `aux_paused`). Returns 0,
+/// `-EBUSY` if an event is on already, `-EINVAL` for a bad `cpu`, flags or
+/// configuration, or the error that kept it from starting (`-ENOSPC`: no
+/// room in the buffer).
 ///
 /// # Safety
-/// `pt` NULL or PT storage; called on the PMU's CPU with interrupts masked.
+/// `cpu` NULL or PT CPU storage; called on its CPU with interrupts masked.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn perfaux_pt_add(pt: *mut perfaux_pt, flags: u32, aux_paused: u32) -> c_int {
+pub unsafe extern "C" fn perfaux_pt_add(
+    cpu: *mut perfaux_pt_cpu,
+    flags: u32,
+    attr_config: u64,
+    aux_paused: u32,
+) -> c_int {
     // SAFETY: the caller's contract.
-    let Some(b) = (unsafe { pt_ref(pt) }) else {
+    let Some(b) = (unsafe { cpu_ref(cpu) }) else {
         return Error::Invalid.errno();
     };
     if !flags_ok(flags, PERFAUX_EF_START) || aux_paused > 1 {
         return Error::Invalid.errno();
     }
-    match with_info(b, aux_paused, |i| b.pmu.add(i, flags)) {
+    match with_info(attr_config, aux_paused, |i| b.pmu.add(i, flags)) {
         Ok(()) => 0,
         Err(e) => e.errno(),
     }
@@ -686,15 +848,15 @@ pub unsafe extern "C" fn perfaux_pt_add(pt: *mut perfaux_pt, flags: u32, aux_pau
 /// # Safety
 /// As `perfaux_pt_add`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn perfaux_pt_del(pt: *mut perfaux_pt, flags: u32) -> c_int {
+pub unsafe extern "C" fn perfaux_pt_del(cpu: *mut perfaux_pt_cpu, flags: u32) -> c_int {
     // SAFETY: the caller's contract.
-    let Some(b) = (unsafe { pt_ref(pt) }) else {
+    let Some(b) = (unsafe { cpu_ref(cpu) }) else {
         return Error::Invalid.errno();
     };
     if !flags_ok(flags, PERFAUX_EF_UPDATE) {
         return Error::Invalid.errno();
     }
-    with_info(b, 0, |i| b.pmu.del(i, flags));
+    b.pmu.del(&no_info(), flags);
     0
 }
 
@@ -706,18 +868,18 @@ pub unsafe extern "C" fn perfaux_pt_del(pt: *mut perfaux_pt, flags: u32) -> c_in
 /// As `perfaux_pt_add`; `RESUME` may come from PMI context.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_pt_start(
-    pt: *mut perfaux_pt,
+    cpu: *mut perfaux_pt_cpu,
     flags: u32,
     aux_paused: u32,
 ) -> c_int {
     // SAFETY: the caller's contract.
-    let Some(b) = (unsafe { pt_ref(pt) }) else {
+    let Some(b) = (unsafe { cpu_ref(cpu) }) else {
         return Error::Invalid.errno();
     };
     if !flags_ok(flags, PERFAUX_EF_RELOAD | PERFAUX_EF_RESUME) || aux_paused > 1 {
         return Error::Invalid.errno();
     }
-    with_info(b, aux_paused, |i| b.pmu.start(i, flags));
+    with_info(0, aux_paused, |i| b.pmu.start(i, flags));
     0
 }
 
@@ -729,18 +891,18 @@ pub unsafe extern "C" fn perfaux_pt_start(
 /// As `perfaux_pt_add`; `PAUSE` may come from PMI context.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_pt_stop(
-    pt: *mut perfaux_pt,
+    cpu: *mut perfaux_pt_cpu,
     flags: u32,
     aux_paused: u32,
 ) -> c_int {
     // SAFETY: the caller's contract.
-    let Some(b) = (unsafe { pt_ref(pt) }) else {
+    let Some(b) = (unsafe { cpu_ref(cpu) }) else {
         return Error::Invalid.errno();
     };
     if !flags_ok(flags, PERFAUX_EF_UPDATE | PERFAUX_EF_PAUSE) || aux_paused > 1 {
         return Error::Invalid.errno();
     }
-    with_info(b, aux_paused, |i| b.pmu.stop(i, flags));
+    with_info(0, aux_paused, |i| b.pmu.stop(i, flags));
     0
 }
 
@@ -792,26 +954,26 @@ pub(crate) fn with_c_sink<R>(sink: &mut dyn OutputSink, f: impl FnOnce(&perfaux_
 /// position, into `sink`, and restarts tracing if it was on (and not
 /// paused). Returns the bytes copied; 0 with no open transaction, a
 /// writable buffer, or from inside the driver's own update; `-EFAULT` if
-/// the sink took fewer bytes; `-EINVAL` for a bad `pt` or sink.
+/// the sink took fewer bytes; `-EINVAL` for a bad `cpu` or sink.
 ///
 /// # Safety
-/// `pt` NULL or PT storage; `sink` NULL or readable; called on the PMU's
+/// `cpu` NULL or PT CPU storage; `sink` NULL or readable; called on the PMU's
 /// CPU from PMI context or with interrupts masked.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_pt_snapshot_aux(
-    pt: *mut perfaux_pt,
+    cpu: *mut perfaux_pt_cpu,
     sink: *const perfaux_sink,
     size: u64,
 ) -> i64 {
     // SAFETY: the caller's contract.
-    let Some(b) = (unsafe { pt_ref(pt) }) else {
+    let Some(b) = (unsafe { cpu_ref(cpu) }) else {
         return i64::from(Error::Invalid.errno());
     };
     // SAFETY: NULL or readable (the caller's contract).
     let Some(sink) = (unsafe { read_in(sink) }).filter(|s| s.copy.is_some()) else {
         return i64::from(Error::Invalid.errno());
     };
-    with_info(b, 0, |i| b.pmu.snapshot_aux(i, &mut CSink(sink), size))
+    b.pmu.snapshot_aux(&no_info(), &mut CSink(sink), size)
 }
 
 /// The ToPA PMI handler (`intel_pt_interrupt`): stops, ends the
@@ -819,11 +981,11 @@ pub unsafe extern "C" fn perfaux_pt_snapshot_aux(
 /// stopped). Returns 0 or `-EINVAL`.
 ///
 /// # Safety
-/// `pt` NULL or PT storage; called from the PMI on the PMU's CPU.
+/// `cpu` NULL or PT CPU storage; called from the PMI on the PMU's CPU.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn perfaux_pt_handle_pmi(pt: *mut perfaux_pt) -> c_int {
+pub unsafe extern "C" fn perfaux_pt_handle_pmi(cpu: *mut perfaux_pt_cpu) -> c_int {
     // SAFETY: the caller's contract.
-    let Some(b) = (unsafe { pt_ref(pt) }) else {
+    let Some(b) = (unsafe { cpu_ref(cpu) }) else {
         return Error::Invalid.errno();
     };
     b.pmu.handle_pmi();
@@ -833,17 +995,17 @@ pub unsafe extern "C" fn perfaux_pt_handle_pmi(pt: *mut perfaux_pt) -> c_int {
 /// Feeds the software tracer: the packets for `event` go to the buffer
 /// while tracing is on. Returns the number of ToPA PMIs the writes raised
 /// (INT regions filled; call `perfaux_pt_handle_pmi` for them), or
-/// `-EINVAL` for a bad `pt`, a NULL or unknown event.
+/// `-EINVAL` for a bad `cpu`, a NULL or unknown event.
 ///
 /// # Safety
-/// `pt` NULL or PT storage; `event` NULL or readable; on the PMU's CPU.
+/// `cpu` NULL or PT CPU storage; `event` NULL or readable; on the PMU's CPU.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_pt_trace(
-    pt: *mut perfaux_pt,
+    cpu: *mut perfaux_pt_cpu,
     event: *const perfaux_trace_event,
 ) -> c_int {
     // SAFETY: the caller's contract.
-    let Some(b) = (unsafe { pt_ref(pt) }) else {
+    let Some(b) = (unsafe { cpu_ref(cpu) }) else {
         return Error::Invalid.errno();
     };
     // SAFETY: NULL or readable (the caller's contract).
@@ -918,14 +1080,14 @@ fn trace_event(e: &perfaux_trace_event) -> Option<TraceEvent> {
     })
 }
 
-/// Bytes the tracer has written so far, or `-EINVAL` for a bad `pt`.
+/// Bytes the tracer has written so far, or `-EINVAL` for a bad `cpu`.
 ///
 /// # Safety
-/// `pt` NULL or PT storage.
+/// `cpu` NULL or PT CPU storage.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn perfaux_pt_written(pt: *const perfaux_pt) -> i64 {
+pub unsafe extern "C" fn perfaux_pt_written(cpu: *const perfaux_pt_cpu) -> i64 {
     // SAFETY: the caller's contract.
-    match unsafe { pt_ref(pt) } {
+    match unsafe { cpu_ref(cpu) } {
         Some(b) => b.tracer.written().min(i64::MAX as u64) as i64,
         None => i64::from(Error::Invalid.errno()),
     }

@@ -15,7 +15,7 @@ use crate::attr::read_attr;
 use crate::aux::{area_ref, perfaux_aux_area};
 use crate::event::{perfaux_sample_data, sample_data};
 use crate::pt::{
-    CPlatform, PtBox, perfaux_platform, perfaux_pt, perfaux_sink, pt_ref, with_c_sink,
+    CPlatform, CpuBox, cpu_ref, perfaux_platform, perfaux_pt_cpu, perfaux_sink, with_c_sink,
 };
 use crate::ring::{fixed_event, perfaux_output_event, perfaux_ring, read_in, ring_ref};
 
@@ -28,8 +28,8 @@ use crate::ring::{fixed_event, perfaux_output_event, perfaux_ring, read_in, ring
 pub struct perfaux_sample_aux {
     /// The leader's AUX area.
     pub area: *const perfaux_aux_area,
-    /// The leader's PT PMU, or NULL.
-    pub pt: *const perfaux_pt,
+    /// The leader's PT CPU object, or NULL.
+    pub pt: *const perfaux_pt_cpu,
     /// Otherwise: copy at most `size` of the newest AUX bytes into `sink`;
     /// return the byte count or a negative errno.
     pub snapshot:
@@ -56,7 +56,7 @@ pub struct perfaux_sample_layout {
 
 /// A snapshot source from C.
 enum Source {
-    Pt(&'static PtBox),
+    Pt(&'static CpuBox),
     Callback(
         unsafe extern "C" fn(*mut c_void, *const perfaux_sink, u64) -> i64,
         *mut c_void,
@@ -97,7 +97,7 @@ unsafe fn source(aux: *const perfaux_sample_aux) -> Result<Option<Leader>, Error
         }
     } else {
         // SAFETY: the caller's contract.
-        match unsafe { pt_ref(a.pt) } {
+        match unsafe { cpu_ref(a.pt) } {
             Some(b) => Source::Pt(b),
             None => return Err(Error::Invalid),
         }

@@ -10,10 +10,20 @@
  * TSCs that never go back); a full-trace leader read through
  * aux_head/aux_tail and PERF_RECORD_AUX; aux_sample_size under a leader
  * without AUX (EINVAL); an AUX mmap on a software event (EOPNOTSUPP).
+ *
+ * Then the fault suite: every way a user can end an event's life while it
+ * runs (munmap of the AUX area or of both mappings while enabled, close of
+ * the leader or the sampler first, exit and exec of a traced task, fork
+ * with inherit, 100 rounds of open/mmap/enable/close per task and per CPU
+ * on every CPU, rmmod while events are open, CPU hotplug), each followed by
+ * a trace that must still work.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/perf_event.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +31,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -477,8 +488,526 @@ static void error_cases(void)
 	close(leader);
 }
 
-int main(void)
+/* ---- the fault suite: every way a user can end an event's life while it runs ---- */
+
+static long peo_on(struct perf_event_attr *a, pid_t pid, int cpu, int group)
 {
+	return syscall(SYS_perf_event_open, a, pid, cpu, group, 0);
+}
+
+/* A snapshot-mode group: a perfaux_pt leader and a cpu-clock sampler with
+ * PERF_SAMPLE_AUX writing into the leader's ring. */
+struct group {
+	int leader, sampler;
+	struct ring r;
+	size_t ring_len;
+	uint64_t id;
+};
+
+static void group_close(struct group *g)
+{
+	if (g->r.aux && g->r.aux != MAP_FAILED)
+		munmap(g->r.aux, g->r.aux_size);
+	if (g->r.page && g->r.page != MAP_FAILED)
+		munmap(g->r.page, g->ring_len);
+	if (g->sampler >= 0)
+		close(g->sampler);
+	if (g->leader >= 0)
+		close(g->leader);
+	memset(g, 0, sizeof(*g));
+	g->leader = -1;
+	g->sampler = -1;
+}
+
+static int group_open(struct group *g, int type, pid_t pid, int cpu, int inherit)
+{
+	struct perf_event_attr a;
+
+	memset(g, 0, sizeof(*g));
+	g->leader = -1;
+	g->sampler = -1;
+	base_attr(&a, type, PT_CONFIG_TSC);
+	a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_IDENTIFIER;
+	a.sample_id_all = 1;
+	a.disabled = 1;
+	a.inherit = inherit;
+	g->leader = peo_on(&a, pid, cpu, -1);
+	if (g->leader < 0)
+		goto fail;
+	base_attr(&a, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK);
+	a.sample_period = 100000;
+	a.sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID |
+			PERF_SAMPLE_TIME | PERF_SAMPLE_AUX;
+	a.sample_id_all = 1;
+	a.aux_sample_size = 4096;
+	a.inherit = inherit;
+	g->sampler = peo_on(&a, pid, cpu, g->leader);
+	if (g->sampler < 0)
+		goto fail;
+	if (ioctl(g->sampler, PERF_EVENT_IOC_SET_OUTPUT, g->leader))
+		goto fail;
+	if (ioctl(g->sampler, PERF_EVENT_IOC_ID, &g->id))
+		goto fail;
+	g->r.fd = g->leader;
+	g->ring_len = (1 + DATA_PAGES) * PAGE;
+	if (map_ring(&g->r, PROT_READ))
+		goto fail;
+	return 0;
+fail:
+	{
+		int e = errno;
+
+		group_close(g);
+		errno = e;
+	}
+	return -1;
+}
+
+static int group_enable(struct group *g, int on)
+{
+	return ioctl(g->leader, on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE,
+		     PERF_IOC_FLAG_GROUP);
+}
+
+/* Samples of g's sampler read from its ring, and how many carried AUX
+ * data that decodes; pid_only: count only that process's samples. */
+struct tally {
+	uint64_t id;
+	pid_t pid_only;
+	unsigned long samples, with_aux, decoded, bad;
+};
+
+static void tally_sample(void *ctx, const unsigned char *r, size_t n)
+{
+	struct tally *t = ctx;
+	uint32_t type, pid;
+	uint64_t id, aux;
+	struct decoded d = { 0 };
+	uint64_t last_ip = 0;
+
+	memcpy(&type, r, 4);
+	if (type != PERF_RECORD_SAMPLE || n < 8 + 5 * 8)
+		return;
+	memcpy(&id, r + 8, 8);
+	memcpy(&pid, r + 8 + 2 * 8, 4);
+	if (t->pid_only && (pid_t)pid != t->pid_only)
+		return;
+	memcpy(&aux, r + 8 + 4 * 8, 8);
+	t->samples++;
+	if (aux == 0 || 8 + 5 * 8 + aux != n)
+		return;
+	t->with_aux++;
+	if (decode(r + 8 + 5 * 8, aux, &d, &last_ip) && !d.bad && !d.bad_ip)
+		t->decoded++;
+	else if (d.bad || d.bad_ip)
+		t->bad++;
+}
+
+static void tally_read(struct group *g, struct tally *t)
+{
+	read_records(&g->r, tally_sample, t);
+}
+
+/* A fresh group on this task traces: the module still works. */
+static int trace_works(int type, const char *name)
+{
+	struct group g;
+	struct tally t = { 0 };
+
+	if (group_open(&g, type, 0, -1, 0)) {
+		FAIL(name, "then a new group does not open: %s", strerror(errno));
+		return -1;
+	}
+	t.id = g.id;
+	if (group_enable(&g, 1)) {
+		FAIL(name, "then enable: %s", strerror(errno));
+		group_close(&g);
+		return -1;
+	}
+	workload(30);
+	if (group_enable(&g, 0))
+		FAIL(name, "then disable: %s", strerror(errno));
+	tally_read(&g, &t);
+	group_close(&g);
+	if (!t.decoded || t.bad) {
+		FAIL(name, "then a new trace: %lu samples, %lu with AUX, %lu decode, %lu bad",
+		     t.samples, t.with_aux, t.decoded, t.bad);
+		return -1;
+	}
+	return 0;
+}
+
+static void pass_after(int type, const char *name, const char *what)
+{
+	if (trace_works(type, name) == 0)
+		printf("PASS %s: %s; a new trace after it decodes\n", name, what);
+}
+
+static void fault_munmap_aux(int type)
+{
+	const char *name = "fault: munmap AUX while enabled, re-enable, re-mmap";
+	struct group g;
+	struct tally t = { 0 };
+
+	if (group_open(&g, type, 0, -1, 0)) {
+		FAIL(name, "open: %s", strerror(errno));
+		return;
+	}
+	if (group_enable(&g, 1))
+		goto fail_errno;
+	workload(20);
+	munmap(g.r.aux, g.r.aux_size);
+	g.r.aux = NULL;
+	workload(20);			/* ticks and samples with the buffer gone */
+	if (group_enable(&g, 0) || group_enable(&g, 1))
+		goto fail_errno;
+	workload(10);			/* no AUX buffer: the leader cannot start */
+	if (group_enable(&g, 0))
+		goto fail_errno;
+	g.r.aux = mmap(NULL, g.r.aux_size, PROT_READ, MAP_SHARED, g.leader, g.r.page->aux_offset);
+	if (g.r.aux == MAP_FAILED) {
+		g.r.aux = NULL;
+		goto fail_errno;
+	}
+	read_records(&g.r, tally_sample, &t);	/* drop what came before */
+	memset(&t, 0, sizeof(t));
+	t.id = g.id;
+	if (group_enable(&g, 1))
+		goto fail_errno;
+	workload(30);
+	if (group_enable(&g, 0))
+		goto fail_errno;
+	tally_read(&g, &t);
+	group_close(&g);
+	if (!t.decoded || t.bad) {
+		FAIL(name, "after the re-mmap: %lu samples, %lu with AUX, %lu decode, %lu bad",
+		     t.samples, t.with_aux, t.decoded, t.bad);
+		return;
+	}
+	printf("PASS %s: %lu samples after the re-mmap, %lu decode\n", name, t.samples,
+	       t.decoded);
+	return;
+fail_errno:
+	FAIL(name, "%s", strerror(errno));
+	group_close(&g);
+}
+
+static void fault_munmap_all(int type)
+{
+	const char *name = "fault: munmap ring and AUX while enabled";
+	struct group g;
+
+	if (group_open(&g, type, 0, -1, 0)) {
+		FAIL(name, "open: %s", strerror(errno));
+		return;
+	}
+	if (group_enable(&g, 1)) {
+		FAIL(name, "enable: %s", strerror(errno));
+		group_close(&g);
+		return;
+	}
+	workload(20);
+	munmap(g.r.aux, g.r.aux_size);
+	munmap(g.r.page, g.ring_len);
+	g.r.aux = NULL;
+	g.r.page = NULL;
+	workload(20);
+	group_close(&g);
+	pass_after(type, name, "the events ran on with no buffer");
+}
+
+static void fault_close(int type, int leader_first)
+{
+	const char *name = leader_first ? "fault: close the leader while enabled, sampler open" :
+					  "fault: close the sampler while enabled, then the leader";
+	struct group g;
+
+	if (group_open(&g, type, 0, -1, 0)) {
+		FAIL(name, "open: %s", strerror(errno));
+		return;
+	}
+	if (group_enable(&g, 1)) {
+		FAIL(name, "enable: %s", strerror(errno));
+		group_close(&g);
+		return;
+	}
+	workload(20);
+	if (leader_first) {
+		close(g.leader);
+		g.leader = -1;
+	} else {
+		close(g.sampler);
+		g.sampler = -1;
+	}
+	workload(20);
+	group_close(&g);
+	pass_after(type, name, "closed while running");
+}
+
+/* A child that waits for the go on a pipe, works, then exits (or execs
+ * this checker with --spin, which works and exits). */
+static pid_t spawn(int *go, int do_exec)
+{
+	int p[2];
+	pid_t pid;
+	char c;
+
+	if (pipe(p))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		close(p[1]);
+		if (read(p[0], &c, 1) != 1)
+			_exit(2);
+		if (do_exec) {
+			execl("/proc/self/exe", "check", "--spin", (char *)NULL);
+			_exit(3);
+		}
+		workload(30);
+		_exit(0);
+	}
+	close(p[0]);
+	*go = p[1];
+	return pid;
+}
+
+static void fault_task(int type, int do_exec)
+{
+	const char *name = do_exec ? "fault: exec of a traced task" :
+				     "fault: exit of a traced task";
+	struct group g;
+	struct tally t = { 0 };
+	int go, status;
+	pid_t pid = spawn(&go, do_exec);
+
+	if (pid < 0) {
+		FAIL(name, "fork: %s", strerror(errno));
+		return;
+	}
+	if (group_open(&g, type, pid, -1, 0) || group_enable(&g, 1)) {
+		FAIL(name, "open: %s", strerror(errno));
+		kill(pid, SIGKILL);
+		close(go);
+		waitpid(pid, &status, 0);
+		group_close(&g);
+		return;
+	}
+	t.id = g.id;
+	if (write(go, "g", 1) != 1)
+		FAIL(name, "pipe: %s", strerror(errno));
+	close(go);
+	waitpid(pid, &status, 0);
+	tally_read(&g, &t);
+	group_close(&g);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		FAIL(name, "the child ended with status %#x", status);
+		return;
+	}
+	if (!t.decoded || t.bad) {
+		FAIL(name, "%lu samples of the child, %lu with AUX, %lu decode, %lu bad", t.samples,
+		     t.with_aux, t.decoded, t.bad);
+		return;
+	}
+	printf("PASS %s: %lu samples of the child, %lu decode\n", name, t.samples, t.decoded);
+}
+
+static void fault_inherit(int type)
+{
+	const char *name = "fault: fork with inherit";
+	struct group g;
+	struct tally t = { 0 };
+	int status;
+	pid_t pid;
+
+	if (group_open(&g, type, 0, -1, 1)) {
+		FAIL(name, "open: %s", strerror(errno));
+		return;
+	}
+	if (group_enable(&g, 1)) {
+		FAIL(name, "enable: %s", strerror(errno));
+		group_close(&g);
+		return;
+	}
+	pid = fork();
+	if (pid == 0) {
+		workload(40);
+		_exit(0);
+	}
+	workload(10);
+	waitpid(pid, &status, 0);
+	if (group_enable(&g, 0))
+		FAIL(name, "disable: %s", strerror(errno));
+	t.id = g.id;
+	t.pid_only = pid;
+	tally_read(&g, &t);
+	group_close(&g);
+	if (!t.decoded || t.bad) {
+		FAIL(name, "%lu samples of the child, %lu with AUX, %lu decode, %lu bad", t.samples,
+		     t.with_aux, t.decoded, t.bad);
+		return;
+	}
+	printf("PASS %s: the inherited events traced the child (%lu samples, %lu decode)\n",
+	       name, t.samples, t.decoded);
+}
+
+static int on_cpu(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set);
+}
+
+static void fault_churn(int type, int per_cpu)
+{
+	const char *name = per_cpu ? "fault: 100 rounds per CPU on every CPU" :
+				     "fault: 100 rounds per task on every CPU";
+	int cpus = sysconf(_SC_NPROCESSORS_ONLN), rounds = 0;
+
+	for (int cpu = 0; cpu < cpus; cpu++) {
+		if (on_cpu(cpu)) {
+			FAIL(name, "sched_setaffinity(%d): %s", cpu, strerror(errno));
+			return;
+		}
+		for (int i = 0; i < 100; i++, rounds++) {
+			struct group g;
+
+			if (group_open(&g, type, per_cpu ? -1 : 0, per_cpu ? cpu : -1, 0) ||
+			    group_enable(&g, 1)) {
+				FAIL(name, "round %d on CPU %d: %s", i, cpu, strerror(errno));
+				group_close(&g);
+				return;
+			}
+			workload(1 + i % 3);
+			/* Every ending in turn: unmap AUX first, close first,
+			 * or disable first. */
+			switch (i % 3) {
+			case 0:
+				munmap(g.r.aux, g.r.aux_size);
+				g.r.aux = NULL;
+				break;
+			case 1:
+				close(g.leader);
+				g.leader = -1;
+				break;
+			default:
+				if (group_enable(&g, 0))
+					FAIL(name, "disable: %s", strerror(errno));
+				break;
+			}
+			group_close(&g);
+		}
+	}
+	on_cpu(0);
+	{
+		char what[64];
+
+		snprintf(what, sizeof(what), "%d rounds on %d CPUs", rounds, cpus);
+		pass_after(type, name, what);
+	}
+}
+
+static void fault_rmmod(int type)
+{
+	const char *name = "fault: rmmod while events are open";
+	struct group g;
+	long r;
+
+	if (group_open(&g, type, 0, -1, 0) || group_enable(&g, 1)) {
+		FAIL(name, "open: %s", strerror(errno));
+		group_close(&g);
+		return;
+	}
+	workload(5);
+	r = syscall(SYS_delete_module, "perfaux_pt", O_NONBLOCK);
+	if (r == 0) {
+		FAIL(name, "the module was removed under open events");
+		return;
+	}
+	if (errno != EWOULDBLOCK && errno != EBUSY) {
+		FAIL(name, "delete_module: %s", strerror(errno));
+		group_close(&g);
+		return;
+	}
+	workload(5);
+	group_close(&g);
+	pass_after(type, name, "refused (EWOULDBLOCK/EBUSY)");
+}
+
+static int cpu_online(int cpu, int on)
+{
+	char path[64];
+	FILE *f;
+	int r;
+
+	snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/online", cpu);
+	f = fopen(path, "w");
+	if (!f)
+		return -1;
+	r = fprintf(f, "%d\n", on) < 0;
+	r |= fclose(f) != 0;
+	return r ? -1 : 0;
+}
+
+static void fault_hotplug(int type)
+{
+	const char *name = "fault: CPU 1 offline and online with a per-CPU group on it";
+	struct group g;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+		FAIL(name, "one CPU online");
+		return;
+	}
+	if (group_open(&g, type, -1, 1, 0) || group_enable(&g, 1)) {
+		FAIL(name, "open: %s", strerror(errno));
+		group_close(&g);
+		return;
+	}
+	workload(10);
+	if (cpu_online(1, 0)) {
+		FAIL(name, "offline: %s", strerror(errno));
+		group_close(&g);
+		return;
+	}
+	workload(20);
+	if (cpu_online(1, 1)) {
+		FAIL(name, "online: %s", strerror(errno));
+		group_close(&g);
+		return;
+	}
+	workload(10);
+	group_close(&g);
+	if (on_cpu(1)) {
+		FAIL(name, "CPU 1 back: %s", strerror(errno));
+		return;
+	}
+	pass_after(type, name, "the ticker stopped and started with the CPU");
+	on_cpu(0);
+}
+
+static void fault_suite(int type)
+{
+	fault_munmap_aux(type);
+	fault_munmap_all(type);
+	fault_close(type, 1);
+	fault_close(type, 0);
+	fault_task(type, 0);
+	fault_task(type, 1);
+	fault_inherit(type);
+	fault_churn(type, 0);
+	fault_churn(type, 1);
+	fault_rmmod(type);
+	fault_hotplug(type);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && strcmp(argv[1], "--spin") == 0) {
+		/* The exec'd image of the exec fault case. */
+		workload(30);
+		return 0;
+	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	int type = pmu_type();
 	if (type < 0) {
@@ -490,6 +1019,7 @@ int main(void)
 	snapshot_case(type, 1);
 	full_case(type);
 	error_cases();
+	fault_suite(type);
 	if (failures)
 		printf("%d FAILED\n", failures);
 	else

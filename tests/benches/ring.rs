@@ -280,9 +280,10 @@ impl perfaux::ring::OutputSink for BufSink {
 /// of 4, 16 and 64 KiB against a memcpy of the same bytes.
 fn pt_path(c: &mut Criterion) {
     use perfaux::pmu::{EventInfo, Pmu};
+    use perfaux::pt::buffer::PtBuffer;
     use perfaux::pt::pmu::PtPmu;
     use perfaux::pt::stream::TraceEvent;
-    use perfaux::pt::topa::{IdentityMap, Topa, TopaTable};
+    use perfaux::pt::topa::{IdentityMap, TopaTable};
     use perfaux::pt::tracer::SoftTracer;
 
     let mut group = c.benchmark_group("pt");
@@ -301,12 +302,14 @@ fn pt_path(c: &mut Criterion) {
         (),
     );
     let mut tables = vec![TopaTable::new(); 1];
-    let topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).expect("tables");
+    // SAFETY: the bench memory outlives the buffer; only the tracer writes it.
+    let buffer =
+        unsafe { PtBuffer::new(&mut tables, aux.pages(), true, &IdentityMap) }.expect("tables");
     let tracer = SoftTracer::new(&IdentityMap, 4096);
     let pt = PtPmu::new(
         &tracer,
         &IdentityMap,
-        topa,
+        &buffer,
         &area,
         &ring,
         FixedEvent::default(),

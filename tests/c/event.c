@@ -87,12 +87,14 @@ int main(void)
 	perfaux_ring ring;
 	perfaux_consumer cons;
 	perfaux_aux_area area;
-	perfaux_pt pt;
+	perfaux_pt_cpu pt;
+	perfaux_pt_buffer buf;
 	perfaux_event leader, sampler, orphan, never;
 	memset(&ring, 0, sizeof(ring));
 	memset(&cons, 0, sizeof(cons));
 	memset(&area, 0, sizeof(area));
 	memset(&pt, 0, sizeof(pt));
+	memset(&buf, 0, sizeof(buf));
 	memset(&leader, 0, sizeof(leader));
 	memset(&sampler, 0, sizeof(sampler));
 	memset(&orphan, 0, sizeof(orphan));
@@ -104,7 +106,8 @@ int main(void)
 	ac.flags = PERFAUX_AUX_OVERWRITE;
 	EXPECT(perfaux_aux_area_init(&area, user, aux, AUX_PAGES, &ac), 0);
 	perfaux_platform plat = { cpu_id, clock_now, current_task, NULL, NULL, NULL };
-	EXPECT(perfaux_pt_init_area(&pt, tables, 1, &area, &ring, NULL, &plat, NULL, 1024), 0);
+	EXPECT(perfaux_pt_buffer_init_area(&buf, tables, 1, &area, NULL), 0);
+	EXPECT(perfaux_pt_cpu_init_area(&pt, &buf, &area, &ring, NULL, &plat, NULL, 1024), 0);
 
 	unsigned char pt_attr[PERFAUX_ATTR_SIZE], s_attr[PERFAUX_ATTR_SIZE];
 	attr(pt_attr, 8, 1, ST_TID | ST_TIME | ST_IDENTIFIER, 0);
@@ -231,7 +234,8 @@ int main(void)
 	EXPECT(perfaux_event_fini(&sampler), 0);
 	EXPECT(perfaux_event_fini(&leader), 0);
 	EXPECT(dels, 1); /* the group went off its PMUs */
-	EXPECT(perfaux_pt_fini(&pt), 0);
+	EXPECT(perfaux_pt_cpu_fini(&pt), 0);
+	EXPECT(perfaux_pt_buffer_fini(&buf), 0);
 	EXPECT(perfaux_aux_area_fini(&area), 0);
 	EXPECT(perfaux_consumer_fini(&cons), 0);
 	EXPECT(perfaux_ring_fini(&ring), 0);

@@ -8,7 +8,8 @@
  *
  * Full-trace mode over a buffer whose transactions C runs (as a kernel
  * module does with perf_aux_output_begin/end): PMIs at the INT regions, and
- * the transactions' bytes, read as they end, are the whole trace.
+ * the transactions' bytes, read as they end, are the whole trace. The
+ * buffer's PT state cannot be ended while a transaction holds it.
  *
  * Then a table of bad inputs for every AUX-area and PT function. */
 #include <errno.h>
@@ -57,7 +58,7 @@ static int has_psb(const unsigned char *b, size_t n)
 }
 
 /* The synthetic program: branches, returns, time. Returns PMIs raised. */
-static int run_program(perfaux_pt *pt, unsigned steps)
+static int run_program(perfaux_pt_cpu *pt, unsigned steps)
 {
 	int pmis = 0;
 	perfaux_trace_event e = { .kind = PERFAUX_TRACE_ENABLE, .target = 0x400000 };
@@ -100,11 +101,13 @@ static void snapshot_mode(void)
 	perfaux_ring ring;
 	perfaux_consumer cons;
 	perfaux_aux_area area;
-	perfaux_pt pt;
+	perfaux_pt_cpu pt;
+	perfaux_pt_buffer buf;
 	memset(&ring, 0, sizeof(ring));
 	memset(&cons, 0, sizeof(cons));
 	memset(&area, 0, sizeof(area));
 	memset(&pt, 0, sizeof(pt));
+	memset(&buf, 0, sizeof(buf));
 	EXPECT(perfaux_ring_init(&ring, user, data, DATA_CHUNKS, 0, NULL), 0);
 	EXPECT(perfaux_consumer_init(&cons, user, data, DATA_CHUNKS, 0), 0);
 	perfaux_aux_config ac;
@@ -119,13 +122,15 @@ static void snapshot_mode(void)
 	ev.sample_id.sample_type = (1 << 1) | (1 << 2) | (1 << 7) | (1 << 16);
 	ev.sample_id.id = 5;
 	perfaux_platform plat = { cpu_id, clock_now, current_task, NULL, NULL, NULL };
-	EXPECT(perfaux_pt_init_area(&pt, tables, 1, &area, &ring, &ev, &plat, NULL, 1024), 0);
-	EXPECT(perfaux_pt_init_area(&pt, tables, 1, &area, &ring, &ev, &plat, NULL, 1024), -EBUSY);
+	EXPECT(perfaux_pt_buffer_init_area(&buf, tables, 1, &area, NULL), 0);
+	EXPECT(perfaux_pt_buffer_init_area(&buf, tables, 1, &area, NULL), -EBUSY);
+	EXPECT(perfaux_pt_cpu_init_area(&pt, &buf, &area, &ring, &ev, &plat, NULL, 1024), 0);
+	EXPECT(perfaux_pt_cpu_init_area(&pt, &buf, &area, &ring, &ev, &plat, NULL, 1024), -EBUSY);
 	/* intel_pt/tsc/: TSC packets in every PSB+. */
-	EXPECT(perfaux_pt_set_config(&pt, 1 << 10), 0);
-	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 0), 0);
-	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 0), -EBUSY);
-	EXPECT(perfaux_pt_fini(&pt), -EBUSY);
+	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 1 << 10, 0), 0);
+	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 1 << 10, 0), -EBUSY);
+	EXPECT(perfaux_pt_cpu_fini(&pt), -EBUSY);
+	EXPECT(perfaux_pt_buffer_fini(&buf), -EBUSY); /* a transaction holds it */
 	EXPECT(run_program(&pt, 20000), 0); /* a snapshot buffer raises no PMI */
 	int64_t written = perfaux_pt_written(&pt);
 	CHECK(written > AUX_PAGES * PAGE); /* it wrapped */
@@ -178,7 +183,8 @@ static void snapshot_mode(void)
 	}
 	EXPECT(n, 0);
 	EXPECT(found, 1);
-	EXPECT(perfaux_pt_fini(&pt), 0);
+	EXPECT(perfaux_pt_cpu_fini(&pt), 0);
+	EXPECT(perfaux_pt_buffer_fini(&buf), 0);
 	EXPECT(perfaux_aux_area_fini(&area), 0);
 	EXPECT(perfaux_consumer_fini(&cons), 0);
 	EXPECT(perfaux_ring_fini(&ring), 0);
@@ -194,6 +200,7 @@ static void snapshot_mode(void)
 
 /* A writable buffer whose transactions C runs; the reader keeps up. */
 struct cbuf {
+	const perfaux_pt_buffer *buf; /* what setup_aux made; NULL: unmapped */
 	void **pages;
 	uint64_t head, tail, size;
 	uint64_t flags;
@@ -203,11 +210,15 @@ struct cbuf {
 	unsigned ends;
 };
 
-static int cb_begin(void *ctx, uint64_t *head, uint64_t *space, uint64_t *wakeup)
+static int cb_begin(void *ctx, const perfaux_pt_buffer **buf, uint64_t *head, uint64_t *space,
+		    uint64_t *wakeup)
 {
 	struct cbuf *b = ctx;
 	if (b->open)
 		return -EBUSY;
+	if (!b->buf)
+		return -ENOSPC; /* perf_aux_output_begin: no AUX buffer */
+	*buf = b->buf;
 	b->open = 1;
 	b->flags = 0;
 	*head = b->head;
@@ -251,21 +262,37 @@ static void full_mode(void)
 	b.cap = 1 << 20;
 	b.stream = malloc(b.cap);
 	perfaux_aux_ops ops = { cb_begin, cb_flag, cb_end, &b };
-	perfaux_pt pt;
+	perfaux_pt_cpu pt;
+	perfaux_pt_buffer buf;
 	memset(&pt, 0, sizeof(pt));
-	EXPECT(perfaux_pt_init_ops(&pt, tables, 1, pages, FULL_PAGES, 0, &ops, NULL, 1024), 0);
-	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 0), 0);
+	memset(&buf, 0, sizeof(buf));
+	EXPECT(perfaux_pt_buffer_init(&buf, tables, 1, pages, FULL_PAGES, 0, NULL), 0);
+	EXPECT(perfaux_pt_cpu_init(&pt, &ops, NULL, 1024), 0);
+	/* No buffer mapped: the event cannot start (Intel PT's fail_stop). */
+	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 0, 0), -EINVAL);
+	b.buf = &buf;
+	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 0, 0), 0);
 	int pmis = run_program(&pt, 200000);
 	CHECK(pmis > 2);
 	/* snapshot_aux on a writable buffer copies nothing (Linux WARNs). */
 	struct collect c = { NULL, 0, 0 };
 	perfaux_sink sink = { sink_copy, &c };
 	EXPECT(perfaux_pt_snapshot_aux(&pt, &sink, 64), 0);
-	EXPECT(perfaux_pt_del(&pt, PERFAUX_EF_UPDATE), 0);
+	EXPECT(perfaux_pt_buffer_fini(&buf), -EBUSY);
+	/* The AUX munmap: stop with UPDATE ends the transaction, then free_aux. */
+	EXPECT(perfaux_pt_stop(&pt, PERFAUX_EF_UPDATE, 0), 0);
 	CHECK(!b.open);
+	EXPECT(perfaux_pt_buffer_fini(&buf), 0);
+	b.buf = NULL;
+	/* Trace events and a restart after it touch no buffer. */
+	EXPECT(run_program(&pt, 1000), 0);
+	EXPECT(perfaux_pt_start(&pt, 0, 0), 0);
+	CHECK(!b.open);
+	EXPECT(perfaux_pt_snapshot_aux(&pt, &sink, 64), 0);
+	EXPECT(perfaux_pt_del(&pt, PERFAUX_EF_UPDATE), 0);
 	EXPECT(b.len, perfaux_pt_written(&pt));
 	CHECK(memcmp(b.stream, PSB, 16) == 0);
-	EXPECT(perfaux_pt_fini(&pt), 0);
+	EXPECT(perfaux_pt_cpu_fini(&pt), 0);
 	printf("pt full trace: %zu bytes in %u transactions, %d PMIs, nothing lost\n", b.len,
 	       b.ends, pmis);
 	free(b.stream);
@@ -290,13 +317,16 @@ static void bad_inputs(void)
 	void *tables = aligned_alloc(PAGE, 2 * PAGE);
 	perfaux_ring ring, no_ring;
 	perfaux_aux_area area, no_area;
-	perfaux_pt pt, no_pt;
+	perfaux_pt_cpu pt, no_pt;
+	perfaux_pt_buffer buf, no_buf;
 	memset(&ring, 0, sizeof(ring));
 	memset(&no_ring, 0, sizeof(no_ring));
 	memset(&area, 0, sizeof(area));
 	memset(&no_area, 0, sizeof(no_area));
 	memset(&pt, 0, sizeof(pt));
 	memset(&no_pt, 0, sizeof(no_pt));
+	memset(&buf, 0, sizeof(buf));
+	memset(&no_buf, 0, sizeof(no_buf));
 	EXPECT(perfaux_ring_init(&ring, user, data, 1, 0, NULL), 0);
 	perfaux_aux_config bad_flags, bad_reserved;
 	memset(&bad_flags, 0, sizeof(bad_flags));
@@ -329,28 +359,32 @@ static void bad_inputs(void)
 		{ "aux init: unknown flags", perfaux_aux_area_init(&no_area, user, aux, AUX_PAGES, &bad_flags), -EINVAL },
 		{ "aux init: reserved field", perfaux_aux_area_init(&no_area, user, aux, AUX_PAGES, &bad_reserved), -EINVAL },
 		{ "aux fini: never initialized", perfaux_aux_area_fini(&no_area), -EINVAL },
-		{ "pt init: NULL pt", perfaux_pt_init_ops(NULL, tables, 1, aux, AUX_PAGES, 0, &ops, NULL, 1024), -EINVAL },
-		{ "pt init: NULL tables", perfaux_pt_init_ops(&no_pt, NULL, 1, aux, AUX_PAGES, 0, &ops, NULL, 1024), -EINVAL },
-		{ "pt init: misaligned tables", perfaux_pt_init_ops(&no_pt, (char *)tables + 8, 1, aux, AUX_PAGES, 0, &ops, NULL, 1024), -EINVAL },
-		{ "pt init: no tables", perfaux_pt_init_ops(&no_pt, tables, 0, aux, AUX_PAGES, 0, &ops, NULL, 1024), -EINVAL },
-		{ "pt init: too few tables", perfaux_pt_init_ops(&no_pt, tables, 2, many, 2048, 0, &ops, NULL, 1024), -ENOMEM },
-		{ "pt init: NULL ops", perfaux_pt_init_ops(&no_pt, tables, 1, aux, AUX_PAGES, 0, NULL, NULL, 1024), -EINVAL },
-		{ "pt init: ops without begin", perfaux_pt_init_ops(&no_pt, tables, 1, aux, AUX_PAGES, 0, &no_begin, NULL, 1024), -EINVAL },
-		{ "pt init: NULL pages", perfaux_pt_init_ops(&no_pt, tables, 1, NULL, AUX_PAGES, 0, &ops, NULL, 1024), -EINVAL },
-		{ "pt init: 3 pages", perfaux_pt_init_ops(&no_pt, tables, 1, aux, 3, 0, &ops, NULL, 1024), -EINVAL },
-		{ "pt init: overwrite 2", perfaux_pt_init_ops(&no_pt, tables, 1, aux, AUX_PAGES, 2, &ops, NULL, 1024), -EINVAL },
-		{ "pt init: psb period 100", perfaux_pt_init_ops(&no_pt, tables, 1, aux, AUX_PAGES, 0, &ops, NULL, 100), -EINVAL },
-		{ "pt init: one phys callback", perfaux_pt_init_ops(&no_pt, tables, 1, aux, AUX_PAGES, 0, &ops, &half, 1024), -EINVAL },
-		{ "pt init: area never initialized", perfaux_pt_init_area(&no_pt, tables, 1, &no_area, &ring, NULL, NULL, NULL, 1024), -EINVAL },
-		{ "pt init: ring never initialized", perfaux_pt_init_area(&no_pt, tables, 1, &area, &no_ring, NULL, NULL, NULL, 1024), -EINVAL },
-		{ "pt init: reserved event field", perfaux_pt_init_area(&no_pt, tables, 1, &area, &ring, &bad_event, NULL, NULL, 1024), -EINVAL },
-		{ "pt fini: never initialized", perfaux_pt_fini(&no_pt), -EINVAL },
-		{ "add: never initialized", perfaux_pt_add(&no_pt, 0, 0), -EINVAL },
-		{ "set_config: never initialized", perfaux_pt_set_config(&no_pt, 0), -EINVAL },
-		{ "set_config: mtc (not offered)", perfaux_pt_set_config(&pt, 1 << 9), -EINVAL },
-		{ "set_config: branch without pt", perfaux_pt_set_config(&pt, 1 << 13), -EINVAL },
-		{ "set_config: psb_period=6", perfaux_pt_set_config(&pt, 6ull << 24), -EINVAL },
-		{ "set_config: a bit outside the format", perfaux_pt_set_config(&pt, 1 << 2), -EINVAL },
+		{ "buffer init: NULL buffer", perfaux_pt_buffer_init(NULL, tables, 1, aux, AUX_PAGES, 0, NULL), -EINVAL },
+		{ "buffer init: NULL tables", perfaux_pt_buffer_init(&no_buf, NULL, 1, aux, AUX_PAGES, 0, NULL), -EINVAL },
+		{ "buffer init: misaligned tables", perfaux_pt_buffer_init(&no_buf, (char *)tables + 8, 1, aux, AUX_PAGES, 0, NULL), -EINVAL },
+		{ "buffer init: no tables", perfaux_pt_buffer_init(&no_buf, tables, 0, aux, AUX_PAGES, 0, NULL), -EINVAL },
+		{ "buffer init: too few tables", perfaux_pt_buffer_init(&no_buf, tables, 2, many, 2048, 0, NULL), -ENOMEM },
+		{ "buffer init: NULL pages", perfaux_pt_buffer_init(&no_buf, tables, 1, NULL, AUX_PAGES, 0, NULL), -EINVAL },
+		{ "buffer init: 3 pages", perfaux_pt_buffer_init(&no_buf, tables, 1, aux, 3, 0, NULL), -EINVAL },
+		{ "buffer init: a NULL page", perfaux_pt_buffer_init(&no_buf, tables, 1, null_page, AUX_PAGES, 0, NULL), -EINVAL },
+		{ "buffer init: overwrite 2", perfaux_pt_buffer_init(&no_buf, tables, 1, aux, AUX_PAGES, 2, NULL), -EINVAL },
+		{ "buffer init: one phys callback", perfaux_pt_buffer_init(&no_buf, tables, 1, aux, AUX_PAGES, 0, &half), -EINVAL },
+		{ "buffer init: area never initialized", perfaux_pt_buffer_init_area(&no_buf, tables, 1, &no_area, NULL), -EINVAL },
+		{ "buffer fini: never initialized", perfaux_pt_buffer_fini(&no_buf), -EINVAL },
+		{ "cpu init: NULL cpu", perfaux_pt_cpu_init(NULL, &ops, NULL, 1024), -EINVAL },
+		{ "cpu init: NULL ops", perfaux_pt_cpu_init(&no_pt, NULL, NULL, 1024), -EINVAL },
+		{ "cpu init: ops without begin", perfaux_pt_cpu_init(&no_pt, &no_begin, NULL, 1024), -EINVAL },
+		{ "cpu init: psb period 100", perfaux_pt_cpu_init(&no_pt, &ops, NULL, 100), -EINVAL },
+		{ "cpu init: one phys callback", perfaux_pt_cpu_init(&no_pt, &ops, &half, 1024), -EINVAL },
+		{ "cpu init: buffer never initialized", perfaux_pt_cpu_init_area(&no_pt, &no_buf, &area, &ring, NULL, NULL, NULL, 1024), -EINVAL },
+		{ "cpu init: area never initialized", perfaux_pt_cpu_init_area(&no_pt, &no_buf, &no_area, &ring, NULL, NULL, NULL, 1024), -EINVAL },
+		{ "cpu init: ring never initialized", perfaux_pt_cpu_init_area(&no_pt, &no_buf, &area, &no_ring, NULL, NULL, NULL, 1024), -EINVAL },
+		{ "cpu fini: never initialized", perfaux_pt_cpu_fini(&no_pt), -EINVAL },
+		{ "add: never initialized", perfaux_pt_add(&no_pt, 0, 0, 0), -EINVAL },
+		{ "check_config: mtc (not offered)", perfaux_pt_check_config(1 << 9), -EINVAL },
+		{ "check_config: branch without pt", perfaux_pt_check_config(1 << 13), -EINVAL },
+		{ "check_config: psb_period=6", perfaux_pt_check_config(6ull << 24), -EINVAL },
+		{ "check_config: a bit outside the format", perfaux_pt_check_config(1 << 2), -EINVAL },
 		{ "del: NULL", perfaux_pt_del(NULL, 0), -EINVAL },
 		{ "start: never initialized", perfaux_pt_start(&no_pt, 0, 0), -EINVAL },
 		{ "stop: never initialized", perfaux_pt_stop(&no_pt, 0, 0), -EINVAL },
@@ -363,9 +397,16 @@ static void bad_inputs(void)
 	/* On a live PMU: flags and arguments it does not take. */
 	EXPECT(perfaux_aux_area_init(&area, user, aux, AUX_PAGES, NULL), 0);
 	EXPECT(perfaux_aux_area_init(&area, user, aux, AUX_PAGES, NULL), -EBUSY);
-	EXPECT(perfaux_pt_init_area(&pt, tables, 1, &area, &ring, NULL, NULL, NULL, 1024), 0);
-	EXPECT(perfaux_pt_add(&pt, 0x80, 0), -EINVAL);
-	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 2), -EINVAL);
+	EXPECT(perfaux_pt_buffer_init_area(&buf, tables, 1, &area, NULL), 0);
+	/* A buffer over other pages than the area's. */
+	EXPECT(perfaux_pt_buffer_init(&no_buf, (char *)tables + PAGE, 1, null_page + 2, 2, 0, NULL), 0);
+	EXPECT(perfaux_pt_cpu_init_area(&pt, &no_buf, &area, &ring, NULL, NULL, NULL, 1024), -EINVAL);
+	EXPECT(perfaux_pt_buffer_fini(&no_buf), 0);
+	EXPECT(perfaux_pt_cpu_init_area(&pt, &buf, &area, &ring, &bad_event, NULL, NULL, 1024), -EINVAL);
+	EXPECT(perfaux_pt_cpu_init_area(&pt, &buf, &area, &ring, NULL, NULL, NULL, 1024), 0);
+	EXPECT(perfaux_pt_add(&pt, 0x80, 0, 0), -EINVAL);
+	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 0, 2), -EINVAL);
+	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 1 << 9, 0), -EINVAL); /* mtc */
 	EXPECT(perfaux_pt_del(&pt, PERFAUX_EF_PAUSE), -EINVAL);
 	EXPECT(perfaux_pt_start(&pt, PERFAUX_EF_START, 0), -EINVAL);
 	EXPECT(perfaux_pt_stop(&pt, PERFAUX_EF_RESUME, 0), -EINVAL);
@@ -375,8 +416,10 @@ static void bad_inputs(void)
 	EXPECT(perfaux_pt_trace(&pt, &unknown), -EINVAL);
 	EXPECT(perfaux_pt_trace(&pt, &bad_branch), -EINVAL);
 	EXPECT(perfaux_pt_trace(&pt, &bad_mode), -EINVAL);
-	EXPECT(perfaux_pt_fini(&pt), 0);
-	EXPECT(perfaux_pt_fini(&pt), -EINVAL);
+	EXPECT(perfaux_pt_cpu_fini(&pt), 0);
+	EXPECT(perfaux_pt_cpu_fini(&pt), -EINVAL);
+	EXPECT(perfaux_pt_buffer_fini(&buf), 0);
+	EXPECT(perfaux_pt_buffer_fini(&buf), -EINVAL);
 	EXPECT(perfaux_aux_area_fini(&area), 0);
 	EXPECT(perfaux_ring_fini(&ring), 0);
 	free(many);
@@ -387,7 +430,7 @@ static void bad_inputs(void)
 	free(user);
 	if (failed)
 		exit(1);
-	printf("pt: %zu bad inputs refused\n", sizeof(table) / sizeof(table[0]) + 13);
+	printf("pt: %zu bad inputs refused\n", sizeof(table) / sizeof(table[0]) + 16);
 }
 
 int main(void)

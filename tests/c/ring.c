@@ -20,7 +20,8 @@ SAME(perfaux_output_handle, PERFAUX_OUTPUT_HANDLE_SIZE);
 SAME(perfaux_consumer, PERFAUX_CONSUMER_SIZE);
 SAME(perfaux_aux_area, PERFAUX_AUX_AREA_SIZE);
 SAME(perfaux_aux_handle, PERFAUX_AUX_HANDLE_SIZE);
-SAME(perfaux_pt, PERFAUX_PT_SIZE);
+SAME(perfaux_pt_cpu, PERFAUX_PT_CPU_SIZE);
+SAME(perfaux_pt_buffer, PERFAUX_PT_BUFFER_SIZE);
 SAME(perfaux_event, PERFAUX_EVENT_SIZE);
 
 #define CHUNKS 4

@@ -116,7 +116,7 @@ pub struct Pt<'p, 'x> {
     /// Every byte the tracer wrote.
     pub model: &'p std::cell::RefCell<StreamModel>,
     /// The PMU.
-    pub pmu: &'p perfaux::pt::pmu::PtPmu<'x, perfaux::aux::AreaOutput<'x, 'x>>,
+    pub pmu: &'p perfaux::pt::pmu::AreaPtPmu<'x, 'x>,
 }
 
 /// Builds a [`Pt`] over `mem` and `aux` (overwrite mode for ring and area if
@@ -130,7 +130,7 @@ pub fn with_pt<R>(
     record_event: perfaux::ring::FixedEvent,
     f: impl FnOnce(&Pt<'_, '_>) -> R,
 ) -> R {
-    use perfaux::pt::topa::{IdentityMap, Topa, TopaTable};
+    use perfaux::pt::topa::{IdentityMap, TopaTable};
     let ring = mem.ring(perfaux::ring::RingConfig {
         overwrite,
         ..perfaux::ring::RingConfig::default()
@@ -144,12 +144,17 @@ pub fn with_pt<R>(
         (),
     );
     let mut tables = vec![TopaTable::new(); aux.pages().len() / 500 + 1];
-    let topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).expect("ToPA tables");
+    // SAFETY: the test memory outlives the buffer; only the tracer writes it.
+    let buffer = unsafe {
+        perfaux::pt::buffer::PtBuffer::new(&mut tables, aux.pages(), overwrite, &IdentityMap)
+    }
+    .expect("ToPA tables");
     let tracer = perfaux::pt::tracer::SoftTracer::new(&IdentityMap, psb_period);
     let model = std::cell::RefCell::new(StreamModel::default());
     tracer.set_tap(Some(&model));
-    let pmu = perfaux::pt::pmu::PtPmu::new(&tracer, &IdentityMap, topa, &area, &ring, record_event)
-        .expect("a PT PMU over the area");
+    let pmu =
+        perfaux::pt::pmu::PtPmu::new(&tracer, &IdentityMap, &buffer, &area, &ring, record_event)
+            .expect("a PT PMU over the area");
     f(&Pt {
         ring: &ring,
         area: &area,

@@ -157,7 +157,7 @@ fn the_header_compiles_in_a_kernel_build() {
     std::fs::write(
         &probe,
         "#include \"perfaux.h\"\n\
-         int probe(perfaux_pt *pt) { return perfaux_pt_handle_pmi(pt) + PERFAUX_EF_UPDATE; }\n",
+         int probe(perfaux_pt_cpu *pt) { return perfaux_pt_handle_pmi(pt) + PERFAUX_EF_UPDATE; }\n",
     )
     .unwrap();
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());

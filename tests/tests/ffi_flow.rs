@@ -29,7 +29,7 @@ unsafe extern "C" fn on_wakeup(ctx: *mut c_void) {
     unsafe { *ctx.cast::<u32>() += 1 };
 }
 
-fn trace(pt: *mut perfaux_pt, kind: u32, flags: u32, target: u64) -> i32 {
+fn trace(pt: *mut perfaux_pt_cpu, kind: u32, flags: u32, target: u64) -> i32 {
     let e = perfaux_trace_event {
         kind,
         flags,
@@ -145,15 +145,17 @@ fn pt_leader_and_a_sampler_through_the_c_abi() {
         let mut storage: (
             perfaux_ring,
             perfaux_aux_area,
-            perfaux_pt,
+            perfaux_pt_cpu,
             perfaux_event,
             perfaux_event,
+            perfaux_pt_buffer,
         ) = zeroed();
         // Raw pointers, taken once: the objects refer to each other in
         // place, so no `&mut` may be taken of them afterwards.
         let ring: *mut perfaux_ring = &raw mut storage.0;
         let area: *mut perfaux_aux_area = &raw mut storage.1;
-        let pt: *mut perfaux_pt = &raw mut storage.2;
+        let pt: *mut perfaux_pt_cpu = &raw mut storage.2;
+        let buffer: *mut perfaux_pt_buffer = &raw mut storage.5;
         let leader: *mut perfaux_event = &raw mut storage.3;
         let sampler: *mut perfaux_event = &raw mut storage.4;
         let chunks = mem.chunks().as_ptr().cast::<*mut c_void>();
@@ -167,17 +169,11 @@ fn pt_leader_and_a_sampler_through_the_c_abi() {
             0
         );
         assert_eq!(
-            perfaux_pt_init_area(
-                pt,
-                tables.ptr().cast(),
-                1,
-                area,
-                ring,
-                null(),
-                null(),
-                null(),
-                256
-            ),
+            perfaux_pt_buffer_init_area(buffer, tables.ptr().cast(), 1, area, null()),
+            0
+        );
+        assert_eq!(
+            perfaux_pt_cpu_init_area(pt, buffer, area, ring, null(), null(), null(), 256),
             0
         );
         assert_eq!(
@@ -233,7 +229,8 @@ fn pt_leader_and_a_sampler_through_the_c_abi() {
         );
         assert_eq!(perfaux_event_fini(sampler), 0);
         assert_eq!(perfaux_event_fini(leader), 0);
-        assert_eq!(perfaux_pt_fini(pt), 0);
+        assert_eq!(perfaux_pt_cpu_fini(pt), 0);
+        assert_eq!(perfaux_pt_buffer_fini(buffer), 0);
         assert_eq!(perfaux_aux_area_fini(area), 0);
         assert_eq!(perfaux_ring_fini(ring), 0);
     }

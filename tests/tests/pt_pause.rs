@@ -10,10 +10,9 @@
 use std::cell::Cell;
 
 use perfaux::abi::{PerfEventAttr, aux_action, aux_flags, record_type, sample_type as st};
-use perfaux::aux::AreaOutput;
 use perfaux::event::{Buffer, Event, EventConfig};
 use perfaux::pmu::{EventInfo, Pmu};
-use perfaux::pt::pmu::PtPmu;
+use perfaux::pt::pmu::AreaPtPmu;
 use perfaux::pt::stream::TraceEvent;
 use perfaux::pt::tracer::{STATUS_ERROR, STATUS_STOPPED, SoftTracer, TraceHw};
 use perfaux::ring::{FixedEvent, OutputSink, read_header};
@@ -25,7 +24,7 @@ use perfaux_tests::shims::{CountingPmu, Cpu0, interrupt, with_interrupt, with_pt
 /// The PT PMU, with an interrupt point before every `split` bytes that its
 /// `snapshot_aux` copies into the sample.
 struct Interrupted<'p, 'x, 'a> {
-    pt: &'p PtPmu<'x, AreaOutput<'x, 'a>>,
+    pt: &'p AreaPtPmu<'x, 'a>,
     split: usize,
 }
 

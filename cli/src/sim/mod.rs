@@ -23,13 +23,14 @@ use std::io::{Seek, Write};
 
 use perfaux::PmuCaps;
 use perfaux::abi::{PerfEventAttr, attr_flags, aux_flags, misc, record_type, sample_type as st};
-use perfaux::aux::{AreaOutput, AuxArea, AuxConfig};
+use perfaux::aux::{AuxArea, AuxConfig};
 use perfaux::event::{Buffer, Event, EventConfig};
 use perfaux::pmu::{EventInfo, Platform, Pmu};
+use perfaux::pt::buffer::PtBuffer;
 use perfaux::pt::config::bits as pt_bits;
-use perfaux::pt::pmu::PtPmu;
+use perfaux::pt::pmu::{AreaPtPmu, PtPmu};
 use perfaux::pt::stream::{PacketSink, TraceEvent};
-use perfaux::pt::topa::{IdentityMap, Topa, TopaTable};
+use perfaux::pt::topa::{IdentityMap, TopaTable};
 use perfaux::pt::tracer::SoftTracer;
 use perfaux::ring::{Consumer, FixedEvent, Ring, RingConfig, SampleId};
 use perfaux::sample::{IrqMask, SampleData};
@@ -470,15 +471,21 @@ pub fn record<W: Write + Seek>(
         }
     }
     let leader_attr = leader_attr(config);
-    let mut pts = Vec::new();
+    // `setup_aux`: the PT state of each CPU's AUX buffer.
+    let mut pt_buffers = Vec::new();
     for (c, t) in tables.iter_mut().enumerate() {
-        let topa = Topa::build(t, memories[c].aux_pages(), &IdentityMap)
+        // SAFETY: the AUX memory outlives the run; only the tracer writes it.
+        let buffer = unsafe { PtBuffer::new(t, memories[c].aux_pages(), overwrite, &IdentityMap) }
             .map_err(|e| format!("ToPA: {e:?}"))?;
+        pt_buffers.push(buffer);
+    }
+    let mut pts = Vec::new();
+    for (c, buffer) in pt_buffers.iter().enumerate() {
         let id = event_id(c, 0, counters);
         let pt = PtPmu::new(
             &tracers[c],
             &IdentityMap,
-            topa,
+            buffer,
             &areas[c],
             &rings[c],
             leader_record_event(&leader_attr, id, c),
@@ -726,7 +733,7 @@ struct Machine<'m, 'p, 'x, 'a, 'g> {
     kernel: Option<&'m Code>,
     platforms: &'m [CpuPlatform],
     tracers: &'m [SoftTracer<'p>],
-    pts: &'m [PtPmu<'x, AreaOutput<'x, 'a>>],
+    pts: &'m [AreaPtPmu<'x, 'a>],
     samplers: &'m [Event<'g>],
     rings: &'m [Ring<'a>],
     leader_attr: &'m PerfEventAttr,

@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! The AUX output as a PMU driver sees it: Linux's `perf_aux_output_begin`,
-//! `_flag` and `_end` on the driver's per-CPU handle, and the pages of the
-//! buffer (`setup_aux`'s). [`AreaOutput`] implements it over perfaux's own
+//! `_flag` and `_end` on the driver's per-CPU handle, each transaction
+//! handing out the driver's state of the buffer (`rb->aux_priv`, what its
+//! `setup_aux` made). [`AreaOutput`] implements it over perfaux's own
 //! [`AuxArea`] and data ring; a kernel module implements it over the
 //! kernel's functions, so the same driver code runs in both worlds.
 
-use core::cell::{Cell, RefCell};
+use core::cell::UnsafeCell;
+use core::ptr::NonNull;
 
 use super::{AuxArea, AuxHandle};
-use crate::abi::PAGE_SIZE;
 use crate::error::{Error, Result};
 use crate::pmu::Platform;
 use crate::ring::{FixedEvent, Ring};
@@ -26,60 +27,73 @@ pub struct AuxTransaction {
     pub wakeup: u64,
 }
 
-/// The AUX output of one CPU's driver. Calls come from that CPU only, with
-/// interrupts masked or from its PMI, never nested within each other.
+/// The AUX output of one CPU's driver: the transactions on the AUX buffer
+/// of the event running there (Linux's `perf_aux_output_begin`, `_flag`
+/// and `_end` on the driver's per-CPU handle). Calls come from that CPU
+/// only, with interrupts masked or from its PMI, never nested within each
+/// other.
 ///
 /// # Safety
-/// Implementors guarantee that [`pages`](Self::pages) are valid for reads
-/// and writes of 4096 bytes each (a power of two of them, in buffer order)
-/// from [`begin`](Self::begin) until the matching [`end`](Self::end), and
-/// that nothing but the driver's tracer writes them meanwhile.
+/// Implementors guarantee that the buffer [`begin`](Self::begin) returns
+/// (what the PMU's `setup_aux` made for it: `rb->aux_priv`) is valid for
+/// shared references from that `begin` until the matching
+/// [`end`](Self::end) returns, as the kernel's transaction holds
+/// `aux_refcount`; and that while it is open no other transaction on that
+/// buffer is open anywhere (Linux's `rb->aux_nest`).
 pub unsafe trait AuxOutput {
-    /// The buffer's pages, one pointer per 4 KiB page.
-    fn pages(&self) -> &[*mut u8];
+    /// The driver's state of one buffer.
+    type Buffer;
 
-    /// The buffer's size in bytes.
-    fn size(&self) -> u64 {
-        (self.pages().len() * PAGE_SIZE) as u64
-    }
-
-    /// Whether the buffer is in overwrite (snapshot) mode.
-    fn is_overwrite(&self) -> bool;
-
-    /// Opens a transaction (`perf_aux_output_begin`). `ENOSPC` when there
-    /// is no room or the buffer is going away; `EBUSY` if one is open.
-    fn begin(&self) -> Result<AuxTransaction>;
+    /// Opens a transaction (`perf_aux_output_begin`) and returns it with the
+    /// buffer's driver state. `ENOSPC` when there is no room, no buffer, or
+    /// the buffer is going away; `EBUSY` if one is open.
+    fn begin(&self) -> Result<(AuxTransaction, NonNull<Self::Buffer>)>;
 
     /// Flags the open transaction (`perf_aux_output_flag`).
     fn flag(&self, flags: u64);
 
     /// Ends the open transaction (`perf_aux_output_end`) with `size` new
     /// bytes; in overwrite mode `head` first moves to `snapshot_head`
-    /// (the driver's write position). A `PERF_RECORD_AUX` says so.
+    /// (the driver's write position). A `PERF_RECORD_AUX` says so. The
+    /// buffer `begin` returned may be gone once this returns.
     fn end(&self, size: u64, snapshot_head: Option<u64>);
 }
 
 /// [`AuxOutput`] over perfaux's own AUX area, writing `PERF_RECORD_AUX`
-/// into `ring` for `event`, its trailer stamped from `platform` if given.
-pub struct AreaOutput<'x, 'a> {
+/// into `ring` for `event`, its trailer stamped from `platform` if given;
+/// its transactions hand out `buffer`, the driver's state of the area.
+///
+/// # Invariants
+/// `handle` is touched only by `begin`, `flag` and `end`, which the
+/// [`AuxOutput`] contract says never nest: no two references to it exist.
+pub struct AreaOutput<'x, 'a, B> {
     area: &'x AuxArea<'a, ()>,
     ring: &'x Ring<'a>,
-    event: Cell<FixedEvent>,
+    event: FixedEvent,
     platform: Option<&'x dyn Platform>,
-    /// The open transaction. Only the driver's begin/flag/end borrow it,
-    /// never nested (the trait's contract); a failed borrow is a no-op.
-    handle: RefCell<Option<AuxHandle<'x, 'a, ()>>>,
+    buffer: &'x B,
+    /// The open transaction.
+    handle: UnsafeCell<Option<AuxHandle<'x, 'a, ()>>>,
 }
 
-impl<'x, 'a> AreaOutput<'x, 'a> {
-    /// The output of `area`, recording into `ring` for `event`.
-    pub fn new(area: &'x AuxArea<'a, ()>, ring: &'x Ring<'a>, event: FixedEvent) -> Self {
+impl<'x, 'a, B> AreaOutput<'x, 'a, B> {
+    /// The output of `area`, recording into `ring` for `event`, its
+    /// transactions holding `buffer` (the driver's state over the area's
+    /// pages, what `setup_aux` made).
+    pub fn new(
+        area: &'x AuxArea<'a, ()>,
+        ring: &'x Ring<'a>,
+        event: FixedEvent,
+        buffer: &'x B,
+    ) -> Self {
+        // INVARIANT: no transaction is open yet.
         AreaOutput {
             area,
             ring,
-            event: Cell::new(event),
+            event,
             platform: None,
-            handle: RefCell::new(None),
+            buffer,
+            handle: UnsafeCell::new(None),
         }
     }
 
@@ -96,8 +110,13 @@ impl<'x, 'a> AreaOutput<'x, 'a> {
         self.area
     }
 
+    /// The driver's state of the area, which its transactions hand out.
+    pub fn buffer(&self) -> &'x B {
+        self.buffer
+    }
+
     fn record_event(&self) -> FixedEvent {
-        let mut event = self.event.get();
+        let mut event = self.event;
         if let (Some(p), Some(id)) = (self.platform, event.sample_id.as_mut()) {
             (id.pid, id.tid) = p.current();
             id.time = p.clock();
@@ -107,25 +126,15 @@ impl<'x, 'a> AreaOutput<'x, 'a> {
     }
 }
 
-// SAFETY: an AuxArea's pages are valid for its life and written only by
-// the tracer of the transaction (the area's own invariants).
-unsafe impl AuxOutput for AreaOutput<'_, '_> {
-    fn pages(&self) -> &[*mut u8] {
-        self.area.pages()
-    }
+// SAFETY: `buffer` is borrowed for `'x`, longer than any transaction; the
+// area's own `begin` refuses a second open transaction (its `nest`).
+unsafe impl<B> AuxOutput for AreaOutput<'_, '_, B> {
+    type Buffer = B;
 
-    fn size(&self) -> u64 {
-        self.area.size()
-    }
-
-    fn is_overwrite(&self) -> bool {
-        self.area.is_overwrite()
-    }
-
-    fn begin(&self) -> Result<AuxTransaction> {
-        let Ok(mut slot) = self.handle.try_borrow_mut() else {
-            return Err(Error::Busy);
-        };
+    fn begin(&self) -> Result<(AuxTransaction, NonNull<B>)> {
+        // SAFETY: begin/flag/end never nest (the invariant): this is the
+        // only reference to the slot.
+        let slot = unsafe { &mut *self.handle.get() };
         if slot.is_some() {
             return Err(Error::Busy);
         }
@@ -136,19 +145,19 @@ unsafe impl AuxOutput for AreaOutput<'_, '_> {
             wakeup: h.wakeup_position(),
         };
         *slot = Some(h);
-        Ok(t)
+        Ok((t, NonNull::from(self.buffer)))
     }
 
     fn flag(&self, flags: u64) {
-        if let Ok(mut slot) = self.handle.try_borrow_mut() {
-            if let Some(h) = slot.as_mut() {
-                h.flag(flags);
-            }
+        // SAFETY: as in `begin`.
+        if let Some(h) = unsafe { &mut *self.handle.get() }.as_mut() {
+            h.flag(flags);
         }
     }
 
     fn end(&self, size: u64, snapshot_head: Option<u64>) {
-        let Some(mut h) = self.handle.try_borrow_mut().ok().and_then(|mut s| s.take()) else {
+        // SAFETY: as in `begin`.
+        let Some(mut h) = unsafe { &mut *self.handle.get() }.take() else {
             return;
         };
         if let Some(head) = snapshot_head {

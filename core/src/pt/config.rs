@@ -144,6 +144,55 @@ impl PtConfig {
     }
 }
 
+/// Bits of `IA32_RTIT_CTL` (the SDM's names; `pt_config` writes them).
+pub mod rtit_ctl {
+    /// `TraceEn`: tracing on.
+    pub const TRACE_EN: u64 = 1 << 0;
+    /// `ToPA`: output through ToPA tables (else single-range).
+    pub const TOPA: u64 = 1 << 8;
+    /// `TSCEn`: TSC packets.
+    pub const TSC_EN: u64 = 1 << 10;
+    /// `DisRETC`: no return compression.
+    pub const DIS_RETC: u64 = 1 << 11;
+    /// `BranchEn`: branch packets.
+    pub const BRANCH_EN: u64 = 1 << 13;
+    /// `PSBFreq` (bits 27:24).
+    pub const PSB_FREQ: u64 = 0xf << PSB_FREQ_SHIFT;
+    /// Where `PSBFreq` starts.
+    pub const PSB_FREQ_SHIFT: u32 = 24;
+    /// The configuration fields (what [`PtConfig`](super::PtConfig) holds).
+    pub const CONFIG: u64 = TSC_EN | DIS_RETC | BRANCH_EN | PSB_FREQ;
+}
+
+impl PtConfig {
+    /// The `IA32_RTIT_CTL` configuration fields for this configuration
+    /// (`pt_config`: `TSCEn`, `DisRETC`, `BranchEn`, `PSBFreq`).
+    pub const fn rtit_ctl(self) -> u64 {
+        let mut ctl = (self.psb_freq as u64 & 0xf) << rtit_ctl::PSB_FREQ_SHIFT;
+        if self.tsc {
+            ctl |= rtit_ctl::TSC_EN;
+        }
+        if !self.return_compression {
+            ctl |= rtit_ctl::DIS_RETC;
+        }
+        if self.branches {
+            ctl |= rtit_ctl::BRANCH_EN;
+        }
+        ctl
+    }
+
+    /// The configuration the fields of an `IA32_RTIT_CTL` value say (the
+    /// other bits are ignored).
+    pub const fn from_rtit_ctl(ctl: u64) -> PtConfig {
+        PtConfig {
+            tsc: ctl & rtit_ctl::TSC_EN != 0,
+            return_compression: ctl & rtit_ctl::DIS_RETC == 0,
+            branches: ctl & rtit_ctl::BRANCH_EN != 0,
+            psb_freq: ((ctl & rtit_ctl::PSB_FREQ) >> rtit_ctl::PSB_FREQ_SHIFT) as u8,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::bits::*;
@@ -179,5 +228,30 @@ mod tests {
         }
         let c = PtConfig::from_attr(TSC | NORETCOMP).unwrap();
         assert!(c.tsc && !c.return_compression);
+    }
+
+    #[test]
+    fn rtit_ctl_round_trips_every_valid_config() {
+        for attr in [
+            0,
+            PT,
+            PT | BRANCH,
+            TSC,
+            NORETCOMP,
+            TSC | NORETCOMP | (5 << PSB_PERIOD_SHIFT),
+        ] {
+            let c = PtConfig::from_attr(attr).unwrap();
+            let ctl = c.rtit_ctl();
+            assert_eq!(ctl & !rtit_ctl::CONFIG, 0);
+            assert_eq!(
+                PtConfig::from_rtit_ctl(ctl | rtit_ctl::TRACE_EN | rtit_ctl::TOPA),
+                c
+            );
+        }
+        // The attr bits and the MSR bits coincide where Linux copies them.
+        assert_eq!(
+            PtConfig::from_attr(TSC).unwrap().rtit_ctl() & rtit_ctl::TSC_EN,
+            TSC
+        );
     }
 }

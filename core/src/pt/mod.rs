@@ -7,9 +7,11 @@
 //! TIP/TIP.PGD for asynchronous events, return compression); [`topa`], the
 //! output tables over the AUX pages and the output position; [`tracer`],
 //! the tracer seam and a software tracer writing through the tables;
+//! [`buffer`], the driver's state of one AUX buffer (`struct pt_buffer`);
 //! [`pmu`], the PMU of one CPU in snapshot mode (with `snapshot_aux`) and
 //! full-trace mode (with the ToPA PMI handler).
 
+pub mod buffer;
 pub mod config;
 pub mod packet;
 pub mod pmu;

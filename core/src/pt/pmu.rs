@@ -7,11 +7,12 @@
 //! `copy_aux`, restart only if tracing was on, change no event state), and
 //! for writable (full-trace) areas the STOP/INT markers and the PMI handler.
 //!
-//! The AUX buffer and its transactions are an [`AuxOutput`]: perfaux's own
-//! area ([`AreaOutput`], what [`PtPmu::new`] takes) or a kernel's.
+//! The driver's state is split as Intel PT's is: this per-CPU object, and
+//! one [`PtBuffer`] per AUX buffer, reached only through the open AUX
+//! transaction. The transactions are an [`AuxOutput`]: perfaux's own area
+//! ([`AreaOutput`], what [`PtPmu::new`] takes) or a kernel's.
 
-use core::cell::{Cell, RefCell};
-
+use super::buffer::PtBuffer;
 use super::config::PtConfig;
 use super::topa::{PhysMap, Topa, TopaPosition};
 use super::tracer::{STATUS_ERROR, STATUS_STOPPED, TraceHw};
@@ -21,69 +22,85 @@ use crate::caps::PmuCaps;
 use crate::error::{Error, Result};
 use crate::pmu::{EventInfo, Platform, Pmu, ef};
 use crate::ring::{FixedEvent, OutputSink, Ring};
+use crate::sync::{LocalBool, LocalPtr, LocalU64, barrier};
+use crate::warn_on_once;
 
-/// A PT-style PMU for one CPU, tracing into the AUX buffer of `O`.
-pub struct PtPmu<'x, O> {
+/// The PT driver of one CPU (Linux's per-CPU `struct pt`), tracing into
+/// the AUX buffer its open transaction holds.
+///
+/// Every field is a same-CPU word: task context (the PMU callbacks, with
+/// interrupts masked) and the PMI on this CPU both touch them, with the
+/// `WRITE_ONCE` + `barrier()` discipline of `pt.c`.
+///
+/// # Invariants
+/// `buffer` is non-null exactly between a successful `output.begin()` and
+/// the matching `output.end()`, and then points to the buffer that `begin`
+/// returned, valid until that `end` (the [`AuxOutput`] contract). It is
+/// cleared before `end` is called, so no path reaches a buffer whose
+/// transaction ended: the driver holds no buffer past `free_aux`.
+pub struct PtPmu<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> {
     hw: &'x dyn TraceHw,
     phys: &'x dyn PhysMap,
-    /// Borrowed mutably only by `reset_markers`, inside `start_tracing`
-    /// while `busy` is set; the PMI entries return early while `busy` is
-    /// set, so no borrow of it ever fails.
-    topa: RefCell<Topa<'x>>,
-    /// The AUX buffer and its transactions.
+    /// The transactions on the AUX buffer of the event running here.
     output: O,
-    /// The open AUX transaction (`pt->handle`), if any.
-    txn: Cell<Option<AuxTransaction>>,
+    /// The buffer of the open AUX transaction (`perf_get_aux(&pt->handle)`),
+    /// or null: none. Written by the transaction's begin and end (task
+    /// context or the PMI), read by every entry.
+    buffer: LocalPtr<PtBuffer<'x>>,
     /// The driver is opening or ending the transaction, or copying a
     /// snapshot, with tracing off: a PMI that arrives then has nothing to
     /// collect and returns (Linux has no such PMI: a snapshot buffer has no
     /// INT regions; a spurious one must not end the transaction under the
     /// copy).
-    busy: Cell<bool>,
-    /// PT started on this CPU: PMIs are handled and snapshots restart tracing.
-    handle_nmi: Cell<bool>,
+    busy: LocalBool,
+    /// PT started on this CPU: PMIs are handled and snapshots restart
+    /// tracing (`pt->handle_nmi`).
+    handle_nmi: LocalBool,
     /// A pause (`stop(PAUSE)` from a sampler's overflow) may stop the
     /// hardware: cleared while `snapshot_aux` copies and after a stop, so
-    /// that a pause racing with them does not touch the tracer (6.12).
-    pause_allowed: Cell<bool>,
+    /// that a pause racing with them does not touch the tracer (6.12's
+    /// `pt->pause_allowed`).
+    pause_allowed: LocalBool,
     /// A resume (`start(RESUME)`) may start the hardware: cleared while
-    /// `snapshot_aux` copies, after a stop, and when a PMI cannot restart.
-    resume_allowed: Cell<bool>,
+    /// `snapshot_aux` copies, after a stop, and when a PMI cannot restart
+    /// (`pt->resume_allowed`).
+    resume_allowed: LocalBool,
     /// `hw.aux_paused` as the last `start`/`add` saw it: a snapshot's
     /// restart leaves a paused trace off.
-    paused: Cell<bool>,
+    paused: LocalBool,
     /// `RTIT_STATUS.Error` seen by the PMI handler (Linux logs "ToPA ERROR
     /// encountered, trying to recover" and clears the bit).
-    errors: Cell<u64>,
-    /// Single-range output (a 1-page snapshot buffer, as Linux since
-    /// ce0d998be927) instead of ToPA.
-    single: bool,
-    /// `buf->head`: the position at the last update (writable mode).
-    head: Cell<u64>,
-    /// `buf->data_size`: bytes written since the transaction began.
-    data_size: Cell<u64>,
-    /// `buf->wrapped`: the software advanced past the last region.
-    wrapped: Cell<bool>,
+    errors: LocalU64,
     /// The event is stopped (`PERF_HES_STOPPED`): no restart after a PMI.
-    stopped: Cell<bool>,
-    /// The event's configuration (`pt_config`'s RTIT_CTL fields), from its
-    /// `attr.config` at `add`.
-    config: Cell<PtConfig>,
+    stopped: LocalBool,
+    /// The event's configuration as `RTIT_CTL` fields (`pt_config`), from
+    /// its `attr.config` at `add`.
+    config: LocalU64,
 }
 
-impl<'x, 'a> PtPmu<'x, AreaOutput<'x, 'a>> {
-    /// A PMU tracing through `topa` (built over `area`'s pages) with `hw`,
+/// The PT driver of one CPU tracing into perfaux's own AUX area.
+pub type AreaPtPmu<'x, 'a> = PtPmu<'x, AreaOutput<'x, 'a, PtBuffer<'x>>>;
+
+impl<'x, 'a> AreaPtPmu<'x, 'a> {
+    /// A PMU tracing with `hw` into `buffer` (built over `area`'s pages),
     /// writing `PERF_RECORD_AUX` for `record_event` into `ring`. `EINVAL`
-    /// if the tables do not cover the area.
+    /// if `buffer` is not over `area`'s pages, in `area`'s mode.
     pub fn new(
         hw: &'x dyn TraceHw,
         phys: &'x dyn PhysMap,
-        topa: Topa<'x>,
+        buffer: &'x PtBuffer<'x>,
         area: &'x AuxArea<'a, ()>,
         ring: &'x Ring<'a>,
         record_event: FixedEvent,
     ) -> Result<Self> {
-        PtPmu::with_output(hw, phys, topa, AreaOutput::new(area, ring, record_event))
+        if buffer.pages() != area.pages() || buffer.is_overwrite() != area.is_overwrite() {
+            return Err(Error::Invalid);
+        }
+        Ok(PtPmu::with_output(
+            hw,
+            phys,
+            AreaOutput::new(area, ring, record_event, buffer),
+        ))
     }
 
     /// The same PMU, stamping the `sample_id` trailer of its
@@ -97,37 +114,25 @@ impl<'x, 'a> PtPmu<'x, AreaOutput<'x, 'a>> {
     }
 }
 
-impl<'x, O: AuxOutput> PtPmu<'x, O> {
-    /// A PMU tracing through `topa` (built over `output`'s pages) with `hw`.
-    /// `EINVAL` if the tables do not cover the buffer.
-    pub fn with_output(
-        hw: &'x dyn TraceHw,
-        phys: &'x dyn PhysMap,
-        topa: Topa<'x>,
-        output: O,
-    ) -> Result<Self> {
-        if topa.size() != output.size() {
-            return Err(Error::Invalid);
-        }
-        Ok(PtPmu {
+impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> PtPmu<'x, O> {
+    /// The driver of one CPU tracing with `hw`, its transactions (and
+    /// through them the buffers it traces into) from `output`.
+    pub fn with_output(hw: &'x dyn TraceHw, phys: &'x dyn PhysMap, output: O) -> Self {
+        // INVARIANT: no transaction is open.
+        PtPmu {
             hw,
             phys,
-            topa: RefCell::new(topa),
-            single: output.is_overwrite() && output.pages().len() == 1,
             output,
-            txn: Cell::new(None),
-            busy: Cell::new(false),
-            handle_nmi: Cell::new(false),
-            pause_allowed: Cell::new(false),
-            resume_allowed: Cell::new(false),
-            paused: Cell::new(false),
-            errors: Cell::new(0),
-            head: Cell::new(0),
-            data_size: Cell::new(0),
-            wrapped: Cell::new(false),
-            stopped: Cell::new(true),
-            config: Cell::new(PtConfig::default()),
-        })
+            buffer: LocalPtr::null(),
+            busy: LocalBool::new(false),
+            handle_nmi: LocalBool::new(false),
+            pause_allowed: LocalBool::new(false),
+            resume_allowed: LocalBool::new(false),
+            paused: LocalBool::new(false),
+            errors: LocalU64::new(0),
+            stopped: LocalBool::new(true),
+            config: LocalU64::new(PtConfig::default().rtit_ctl()),
+        }
     }
 
     /// The AUX output.
@@ -135,9 +140,44 @@ impl<'x, O: AuxOutput> PtPmu<'x, O> {
         &self.output
     }
 
+    /// Whether an AUX transaction is open on this CPU (`pt->handle.event`).
+    pub fn in_transaction(&self) -> bool {
+        !self.buffer.load().is_null()
+    }
+
+    /// The buffer of the open transaction (`perf_get_aux`).
+    ///
+    /// The reference must not be used after the transaction ends (after
+    /// `output.end`): every caller drops it before ending.
+    fn buffer(&self) -> Option<&PtBuffer<'x>> {
+        let p = self.buffer.load();
+        // SAFETY: non-null only while the transaction that returned it is
+        // open, during which it is valid (the invariant); callers drop the
+        // reference before they end the transaction.
+        (!p.is_null()).then(|| unsafe { &*p })
+    }
+
+    /// Enters the busy section; `false` if the driver is in it already (a
+    /// PMI, or a nested call, inside its own update).
+    fn enter_busy(&self) -> bool {
+        if self.busy.load() {
+            return false;
+        }
+        // A PMI between the load and the store runs to completion first.
+        self.busy.store(true);
+        barrier();
+        true
+    }
+
+    /// Leaves the busy section.
+    fn leave_busy(&self) {
+        barrier();
+        self.busy.store(false);
+    }
+
     /// `pt_config_start`: tracing on, unless the event is paused.
     fn config_start(&self) {
-        if !self.paused.get() {
+        if !self.paused.load() {
             self.hw.enable();
         }
     }
@@ -150,50 +190,54 @@ impl<'x, O: AuxOutput> PtPmu<'x, O> {
         }
     }
 
-    /// The output position as the MSRs say (`pt_read_offset`).
-    fn hw_position(&self, topa: &Topa<'_>) -> TopaPosition {
+    /// The output position as the MSRs say (`pt_read_offset`): which table
+    /// `OUTPUT_BASE` names, and the entry and offset in it. `None` for a
+    /// table that is not the buffer's (broken hardware, or a driver bug).
+    fn hw_position(&self, topa: &Topa<'_>) -> Option<TopaPosition> {
         let (base, mask) = self.hw.output();
         let table = topa
             .tables()
             .iter()
-            .position(|t| self.phys.to_phys(core::ptr::from_ref(t).cast()) == base)
-            .unwrap_or(0);
-        TopaPosition::from_mask_ptrs(table, mask)
+            .position(|t| self.phys.to_phys(core::ptr::from_ref(t).cast()) == base)?;
+        Some(TopaPosition::from_mask_ptrs(table, mask))
     }
 
-    /// The write position in the buffer, 0 up to the buffer size. A tracer
-    /// that reports a position outside the tables (broken hardware) reads
-    /// as the buffer start.
-    fn position(&self) -> u64 {
-        let size = self.output.size().max(1);
-        if self.single {
-            return (self.hw.output().1 >> 32) % size;
+    /// The write position in `buf`, 0 up to its size. A tracer that reports
+    /// a position outside the tables reads as the buffer start (warned).
+    fn position(&self, buf: &PtBuffer<'_>) -> u64 {
+        let size = buf.size();
+        if buf.is_single_range() {
+            // (A buffer has at least one page: `size` is not 0.)
+            return (self.hw.output().1 >> 32).checked_rem(size).unwrap_or(0);
         }
-        // `topa` is borrowed mutably only inside `busy` sections, which
-        // the PMI entries never enter: this borrow cannot fail.
-        let Ok(topa) = self.topa.try_borrow() else {
+        // SAFETY: this driver holds `buf`'s transaction (it came from
+        // `self.buffer`) and takes no `&mut` to the tables here.
+        let topa = unsafe { buf.topa() };
+        let offset = self.hw_position(topa).and_then(|p| topa.offset_of(p));
+        if warn_on_once!(
+            offset.is_none(),
+            "PT output position outside the buffer's tables"
+        ) {
             return 0;
-        };
-        topa.offset_of(self.hw_position(&topa))
-            .map_or(0, |o| o % size)
+        }
+        offset.unwrap_or(0).checked_rem(size).unwrap_or(0)
     }
 
-    /// Programs the output at buffer offset `head` (`pt_buffer_reset_offsets`
+    /// Programs the output at `buf` offset `head` (`pt_buffer_reset_offsets`
     /// + `pt_config_buffer`).
-    fn program_output(&self, head: u64) {
-        let size = self.output.size();
-        if self.single {
+    fn program_output(&self, buf: &PtBuffer<'_>, head: u64) {
+        let size = buf.size();
+        if buf.is_single_range() {
             let mask = 0x7f | ((size - 1) & !0x7f) | ((head & (size - 1)) << 32);
             self.hw.set_topa(false);
-            if let Some(&page) = self.output.pages().first() {
+            if let Some(&page) = buf.pages().first() {
                 self.hw.set_output(self.phys.to_phys(page), mask);
             }
             return;
         }
         self.hw.set_topa(true);
-        let Ok(topa) = self.topa.try_borrow() else {
-            return; // unreachable: see `position`
-        };
+        // SAFETY: as in `position`.
+        let topa = unsafe { buf.topa() };
         let pos = topa.position_of(head);
         if let Some(table) = topa.tables().get(pos.table) {
             let base = self.phys.to_phys(core::ptr::from_ref(table).cast());
@@ -221,19 +265,21 @@ impl<'x, O: AuxOutput> PtPmu<'x, O> {
     /// where the consumer's data begins, INT where the consumer wants to be
     /// woken (at worst one page before the stop). `EINVAL` (TRUNCATED) when
     /// the current region cannot be filled without passing the consumer.
-    fn reset_markers(&self, txn: AuxTransaction, head: u64) -> Result<()> {
-        let space = txn.space;
-        // Inside `start_tracing`'s busy section: nothing else borrows it.
-        let Ok(mut topa) = self.topa.try_borrow_mut() else {
-            return Err(Error::Busy);
-        };
+    ///
+    /// # Safety
+    /// Inside the busy section, holding `buf`'s transaction.
+    unsafe fn reset_markers(&self, buf: &PtBuffer<'_>, txn: AuxTransaction) -> Result<()> {
+        let (head, space) = (txn.head, txn.space);
+        // SAFETY: the caller's contract: in the busy section, which no PMI
+        // entry enters, with `buf`'s transaction; the only reference.
+        let topa = unsafe { buf.topa_mut() };
         let pos = topa.position_of(head);
         let region = topa.entry(pos.table, pos.index).map_or(0, |e| e.size());
         if pos.offset + space + 1 < region {
             self.output.flag(aux_flags::TRUNCATED);
             return Err(Error::Invalid);
         }
-        let nr_pages = self.output.size() / PAGE_SIZE as u64;
+        let nr_pages = buf.size() / PAGE_SIZE as u64;
         let mut npages = space >> 12;
         if (head + space + 1) % PAGE_SIZE as u64 == 0 {
             npages += 1;
@@ -241,8 +287,8 @@ impl<'x, O: AuxOutput> PtPmu<'x, O> {
         let stop_page = ((head >> 12) + npages) & (nr_pages - 1);
         let wakeup = txn.wakeup >> 12;
         let intr_page = ((head >> 12) + npages).wrapping_sub(1).min(wakeup) & (nr_pages - 1);
-        let stop = Self::entry_before_page(&topa, stop_page);
-        let intr = Self::entry_before_page(&topa, intr_page);
+        let stop = Self::entry_before_page(topa, stop_page);
+        let intr = Self::entry_before_page(topa, intr_page);
         for t in 0..topa.tables().len() {
             let last = topa.tables().get(t).map_or(0, |table| table.last as usize);
             for i in 0..last {
@@ -254,67 +300,99 @@ impl<'x, O: AuxOutput> PtPmu<'x, O> {
         Ok(())
     }
 
+    /// Opens the transaction (`perf_aux_output_begin` in `pt_event_start`),
+    /// resets the buffer's accounting and places the markers (writable
+    /// mode). Inside the busy section; on failure no transaction is open.
+    fn begin_transaction(&self) -> Result<()> {
+        let (txn, buf) = self.output.begin()?;
+        // SAFETY: valid until the matching `end` (the AuxOutput contract);
+        // the reference is dropped before it is called below.
+        let buf_ref = unsafe { buf.as_ref() };
+        if warn_on_once!(!buf_ref.hold(), "a second AUX transaction on one PT buffer") {
+            // A broken output: end the transaction without touching the
+            // buffer another holder owns.
+            self.output.end(0, None);
+            return Err(Error::Busy);
+        }
+        // INVARIANT: `buffer` is set right after a successful `begin`.
+        self.buffer.store(buf.as_ptr());
+        buf_ref.head.store(txn.head);
+        buf_ref.data_size.store(0);
+        buf_ref.wrapped.store(false);
+        // SAFETY: in the busy section (the caller's), holding the transaction.
+        if !buf_ref.is_overwrite() && unsafe { self.reset_markers(buf_ref, txn) }.is_err() {
+            self.finish_transaction(buf_ref, 0, None);
+            return Err(Error::Invalid);
+        }
+        self.program_output(buf_ref, txn.head);
+        Ok(())
+    }
+
+    /// Ends the open transaction on `buf` with `size` bytes (and, in
+    /// overwrite mode, the head at `snapshot_head`): clears `buffer` first,
+    /// so that nothing reaches `buf` once the kernel may free it.
+    fn finish_transaction(&self, buf: &PtBuffer<'_>, size: u64, snapshot_head: Option<u64>) {
+        buf.data_size.store(0);
+        buf.release();
+        // INVARIANT: `buffer` is cleared before the matching `end`.
+        self.buffer.store(core::ptr::null_mut());
+        barrier();
+        self.output.end(size, snapshot_head);
+    }
+
     /// `pt_event_start`: opens the AUX transaction (if none is open) and
     /// starts tracing at its head; in writable mode places the markers.
     fn start_tracing(&self) -> Result<()> {
-        if self.busy.replace(true) {
+        if !self.enter_busy() {
             return Err(Error::Busy);
         }
-        let txn = match self.txn.get() {
-            Some(t) => t,
-            None => match self.output.begin() {
-                Ok(t) => {
-                    self.txn.set(Some(t));
-                    t
-                }
-                Err(e) => {
-                    self.busy.set(false);
-                    return Err(e);
-                }
-            },
+        // A transaction still open (a stop without UPDATE) is traced on from
+        // where its output stands.
+        let opened = if self.in_transaction() {
+            Ok(())
+        } else {
+            self.begin_transaction()
         };
-        let head = txn.head;
-        self.head.set(head);
-        self.data_size.set(0);
-        self.wrapped.set(false);
-        if !self.output.is_overwrite() && self.reset_markers(txn, head).is_err() {
-            self.txn.set(None);
-            self.output.end(0, None);
-            self.stopped.set(true);
-            self.busy.set(false);
-            return Err(Error::Invalid);
+        self.leave_busy();
+        if let Err(e) = opened {
+            self.stopped.store(true);
+            return Err(e);
         }
-        self.busy.set(false);
-        self.program_output(head);
-        self.hw.configure(self.config.get());
-        self.stopped.set(false);
+        self.hw
+            .configure(PtConfig::from_rtit_ctl(self.config.load()));
+        self.stopped.store(false);
         // `pt_config`: resume before start, so as not to undo what a PMI
         // set; the PMI handler after the configuration is complete; pause
         // only after the start, so that its stop cannot race with it.
-        self.resume_allowed.set(true);
-        self.handle_nmi.set(true);
+        self.resume_allowed.store(true);
+        barrier();
+        self.handle_nmi.store(true);
+        barrier();
         self.config_start();
-        self.pause_allowed.set(true);
+        barrier();
+        self.pause_allowed.store(true);
         Ok(())
     }
 
     /// `pt_handle_status`: a STOP region left full is TRUNCATED data; the
     /// output moves past it. Returns whether the data was truncated.
-    fn handle_status(&self) -> bool {
+    fn handle_status(&self, buf: &PtBuffer<'_>) -> bool {
         let status = self.hw.status();
         let mut truncated = false;
         if status & STATUS_ERROR != 0 {
             // "ToPA ERROR encountered, trying to recover": counted, cleared.
-            self.errors.set(self.errors.get() + 1);
+            self.errors.store(self.errors.load() + 1);
         }
-        if status & STATUS_STOPPED != 0 && !self.single {
-            if let Ok(topa) = self.topa.try_borrow() {
-                let pos = self.hw_position(&topa);
+        if status & STATUS_STOPPED != 0 && !buf.is_single_range() {
+            // SAFETY: this driver holds `buf`'s transaction; no `&mut` to the
+            // tables exists outside the busy section.
+            let topa = unsafe { buf.topa() };
+            if let Some(pos) = self.hw_position(topa) {
                 if topa.entry(pos.table, pos.index).map(|e| e.size()) == Some(pos.offset) {
                     truncated = true;
                     let (next, wrapped) = topa.advance(pos);
                     if wrapped {
-                        self.wrapped.set(true);
+                        buf.wrapped.store(true);
                     }
                     if let Some(table) = topa.tables().get(next.table) {
                         let base = self.phys.to_phys(core::ptr::from_ref(table).cast());
@@ -330,20 +408,21 @@ impl<'x, O: AuxOutput> PtPmu<'x, O> {
 
     /// `pt_update_head`: how many bytes were written since the last update
     /// (writable mode), or the write position (snapshot mode).
-    fn update_head(&self) {
-        let size = self.output.size();
-        let base = self.position();
-        if self.output.is_overwrite() {
-            self.data_size.set(base);
+    fn update_head(&self, buf: &PtBuffer<'_>) {
+        let size = buf.size();
+        let base = self.position(buf);
+        if buf.is_overwrite() {
+            buf.data_size.store(base);
             return;
         }
-        let old = self.head.replace(base) & (size - 1);
+        let old = buf.head.load() & (size - 1);
+        buf.head.store(base);
         let mut base = base;
-        if base < old || (base == old && self.wrapped.get()) {
+        if base < old || (base == old && buf.wrapped.load()) {
             base += size;
         }
-        self.wrapped.set(false);
-        self.data_size.set(self.data_size.get() + base - old);
+        buf.wrapped.store(false);
+        buf.data_size.store(buf.data_size.load() + base - old);
     }
 
     /// Ends the open transaction with what was written (`pt_event_stop` with
@@ -352,23 +431,23 @@ impl<'x, O: AuxOutput> PtPmu<'x, O> {
     fn end_transaction(&self, truncated: bool) {
         // Busy: a stop reached from inside the driver's own update (an NMI
         // cannot stop PT); that update finishes the transaction.
-        if self.busy.replace(true) {
+        if !self.enter_busy() {
             return;
         }
-        if self.txn.take().is_some() {
-            self.update_head();
+        if let Some(buf) = self.buffer() {
+            self.update_head(buf);
             if truncated {
                 self.output.flag(aux_flags::TRUNCATED);
             }
-            let (size, head) = if self.output.is_overwrite() {
-                (self.output.size(), Some(self.data_size.get()))
+            let (size, head) = if buf.is_overwrite() {
+                (buf.size(), Some(buf.data_size.load()))
             } else {
-                (self.data_size.get(), None)
+                (buf.data_size.load(), None)
             };
-            self.data_size.set(0);
-            self.output.end(size, head);
+            // `buf` is not used past this call.
+            self.finish_transaction(buf, size, head);
         }
-        self.busy.set(false);
+        self.leave_busy();
     }
 
     /// The ToPA PMI (`intel_pt_interrupt`, spec §F.7): stop, account for
@@ -376,46 +455,49 @@ impl<'x, O: AuxOutput> PtPmu<'x, O> {
     /// unless the event is stopped begin a new one and trace on. Does
     /// nothing when no PT event was started here (a PMI after a stop).
     pub fn handle_pmi(&self) {
-        if !self.handle_nmi.get() {
+        if !self.handle_nmi.load() {
             return;
         }
         // Inside the driver's own start or end of the transaction, or a
         // snapshot's copy (see `busy`); or no transaction to collect
-        // (`if (!event) return`).
-        if self.busy.get() || self.txn.get().is_none() {
+        // (`if (!event) return` and `buf = perf_get_aux(); if (!buf) return`).
+        if self.busy.load() {
             return;
         }
+        let Some(buf) = self.buffer() else {
+            return;
+        };
         self.config_stop();
-        let truncated = self.handle_status();
+        let truncated = self.handle_status(buf);
         self.end_transaction(truncated);
-        if self.stopped.get() {
+        if self.stopped.load() {
             return;
         }
         if self.start_tracing().is_err() {
             // No room, or the markers cannot be placed: tracing stays off,
             // and no resume may turn it on without a transaction.
-            self.handle_nmi.set(false);
-            self.resume_allowed.set(false);
-            self.pause_allowed.set(false);
-            self.stopped.set(true);
+            self.handle_nmi.store(false);
+            self.resume_allowed.store(false);
+            self.pause_allowed.store(false);
+            self.stopped.store(true);
         }
     }
 
     /// Whether tracing stopped for good (a full area): the event layer
     /// learns it from the area's disable request too.
     pub fn is_stopped(&self) -> bool {
-        self.stopped.get()
+        self.stopped.load()
     }
 
     /// How many times the PMI handler found `RTIT_STATUS.Error` set (and
     /// cleared it). Linux logs each one; hardware sets it for a ToPA it
     /// cannot follow, the software tracer for a table ring without regions.
     pub fn errors(&self) -> u64 {
-        self.errors.get()
+        self.errors.load()
     }
 }
 
-impl<O: AuxOutput> Pmu for PtPmu<'_, O> {
+impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> Pmu for PtPmu<'x, O> {
     fn caps(&self) -> PmuCaps {
         PmuCaps::AUX
             | PmuCaps::SNAPSHOT_AUX
@@ -430,14 +512,15 @@ impl<O: AuxOutput> Pmu for PtPmu<'_, O> {
     }
 
     fn add(&self, event: &EventInfo<'_>, flags: u32) -> Result<()> {
-        // One PT event per CPU.
-        if self.busy.get() || self.txn.get().is_some() {
+        // One PT event per CPU (`if (pt->handle.event) goto fail`).
+        if self.busy.load() || self.in_transaction() {
             return Err(Error::Busy);
         }
         // `pt_event_init` refuses what `pt_event_valid` refuses; an event
         // that got past it elsewhere is refused here.
-        self.config.set(PtConfig::from_attr(event.attr.config)?);
-        self.paused.set(event.aux_paused);
+        self.config
+            .store(PtConfig::from_attr(event.attr.config)?.rtit_ctl());
+        self.paused.store(event.aux_paused);
         if flags & ef::START != 0 {
             // A start that leaves the event stopped fails the group's schedule.
             self.start_tracing().map_err(|_| Error::Invalid)?;
@@ -450,75 +533,94 @@ impl<O: AuxOutput> Pmu for PtPmu<'_, O> {
     }
 
     fn start(&self, event: &EventInfo<'_>, flags: u32) {
-        self.paused.set(event.aux_paused);
+        self.paused.store(event.aux_paused);
         if flags & ef::RESUME != 0 {
             // Only a trace that is configured, and neither stopped by its
             // output nor in error, is resumed; a PMI may clear the status
-            // meanwhile, so `resume_allowed` is read again.
-            if self.resume_allowed.get()
-                && self.hw.status() & (STATUS_STOPPED | STATUS_ERROR) == 0
-                && self.resume_allowed.get()
-            {
-                self.config_start();
+            // meanwhile, so `resume_allowed` is read again (the two
+            // READ_ONCEs of `pt_event_start`).
+            if self.resume_allowed.load() {
+                barrier();
+                if self.hw.status() & (STATUS_STOPPED | STATUS_ERROR) == 0 {
+                    barrier();
+                    if self.resume_allowed.load() {
+                        self.config_start();
+                    }
+                }
             }
             return;
         }
+        // A start that cannot trace leaves the event stopped.
         let _ = self.start_tracing();
     }
 
     fn stop(&self, event: &EventInfo<'_>, flags: u32) {
         if flags & ef::PAUSE != 0 {
             // Pause: the hardware stops; the transaction stays open.
-            self.paused.set(event.aux_paused);
-            if self.pause_allowed.get() {
+            self.paused.store(event.aux_paused);
+            if self.pause_allowed.load() {
                 self.config_stop();
             }
             return;
         }
         // `handle_nmi` first, so that a PMI racing with the stop does not
         // restart tracing; then no pause or resume touches the tracer, and
-        // `snapshot_aux` (which checks `handle_nmi`) will not re-allow them.
-        self.handle_nmi.set(false);
-        self.pause_allowed.set(false);
-        self.resume_allowed.set(false);
+        // `snapshot_aux` (which checks `handle_nmi`) will not re-allow them
+        // (`pt_event_stop`: WRITE_ONCE(pt->handle_nmi, 0); barrier()).
+        self.handle_nmi.store(false);
+        barrier();
+        self.pause_allowed.store(false);
+        self.resume_allowed.store(false);
+        barrier();
         self.config_stop();
-        self.stopped.set(true);
+        self.stopped.store(true);
         if flags & ef::UPDATE != 0 {
             self.end_transaction(false);
         }
     }
 
     fn snapshot_aux(&self, _event: &EventInfo<'_>, sink: &mut dyn OutputSink, size: u64) -> i64 {
-        // No transaction open on this CPU, or a writable buffer: Linux WARNs
-        // and copies nothing (spec H.4 C10, C11). Inside the driver's own
-        // update (`busy`) there is nothing consistent to copy either.
-        if self.busy.get() || self.txn.get().is_none() || size == 0 || !self.output.is_overwrite() {
+        // Inside the driver's own update there is nothing consistent to copy.
+        if size == 0 || self.busy.load() {
             return 0;
         }
-        self.busy.set(true);
+        // `pt_event_snapshot_aux`: WARN_ON_ONCE(!buf), WARN_ON_ONCE(!buf->snapshot).
+        let Some(buf) = self.buffer() else {
+            warn_on_once!(true, "snapshot_aux with no AUX transaction open");
+            return 0;
+        };
+        if warn_on_once!(!buf.is_overwrite(), "snapshot_aux on a writable AUX buffer") {
+            return 0;
+        }
+        if !self.enter_busy() {
+            return 0;
+        }
         // No pause or resume touches the tracer while the bytes are copied.
-        self.pause_allowed.set(false);
-        self.resume_allowed.set(false);
+        self.pause_allowed.store(false);
+        self.resume_allowed.store(false);
+        barrier();
         // Unconditionally (d92792a4b26e): stop, so the bytes are in memory.
         self.config_stop();
-        let to = self.position();
-        let bufsize = self.output.size();
+        let to = self.position(buf);
+        let bufsize = buf.size();
         let size = size.min(bufsize);
-        // (An output without pages has no transaction: bufsize is not 0.)
+        // (A buffer has at least one page: bufsize is not 0.)
         let from = (to + bufsize - size).checked_rem(bufsize).unwrap_or(0);
         // SAFETY: the pages are valid while the transaction is open (the
-        // `AuxOutput` contract) and the tracer is stopped for the copy.
-        let n = match unsafe { copy_aux_pages(self.output.pages(), sink, from, to) } {
+        // buffer's invariants) and the tracer is stopped for the copy.
+        let n = match unsafe { copy_aux_pages(buf.pages(), sink, from, to) } {
             Ok(n) => n as i64,
             Err(e) => i64::from(e.errno()),
         };
-        self.busy.set(false);
+        self.leave_busy();
         // `handle_nmi` says whether tracing was on: restart it (unless the
         // event is paused), re-allowing resume before and pause after.
-        if self.handle_nmi.get() {
-            self.resume_allowed.set(true);
+        if self.handle_nmi.load() {
+            self.resume_allowed.store(true);
+            barrier();
             self.config_start();
-            self.pause_allowed.set(true);
+            barrier();
+            self.pause_allowed.store(true);
         }
         n
     }

@@ -7,7 +7,9 @@
 
 use core::cell::{Cell, RefCell, UnsafeCell};
 
-use super::config::PtConfig;
+use crate::sync::{LocalBool, LocalU32, LocalU64, barrier};
+
+use super::config::{PtConfig, rtit_ctl};
 use super::stream::{PacketSink, PacketStream, TraceEvent};
 use super::topa::{PhysMap, TopaPosition, TopaTable};
 
@@ -59,27 +61,32 @@ pub struct SoftTracer<'p> {
     /// PMI that interrupts the write (the `interrupt` hook) and calls back
     /// into the tracer never makes a second reference.
     stream: UnsafeCell<Option<PacketStream>>,
-    /// `trace` is writing packets (it holds the stream).
-    writing: Cell<bool>,
+    /// `trace` is writing packets (it holds the stream). Set and cleared
+    /// around the write with `barrier()`, so a PMI on this CPU sees it set
+    /// for every access the write makes.
+    writing: LocalBool,
     /// The PSB period of `PSBFreq` 0.
     psb_base: u64,
-    /// What `RTIT_CTL` says; a new value starts a new stream.
-    config: Cell<PtConfig>,
+    /// `IA32_RTIT_CTL`: `TraceEn`, `ToPA` and the configuration fields (a
+    /// new configuration starts a new stream).
+    ctl: LocalU64,
     /// The timestamp counter, running whether tracing is on or not.
-    clock: Cell<u64>,
-    enabled: Cell<bool>,
-    topa: Cell<bool>,
-    base: Cell<u64>,
-    mask_ptrs: Cell<u64>,
-    status: Cell<u64>,
+    clock: LocalU64,
+    /// `IA32_RTIT_OUTPUT_BASE`.
+    base: LocalU64,
+    /// `IA32_RTIT_OUTPUT_MASK_PTRS`.
+    mask_ptrs: LocalU64,
+    /// `IA32_RTIT_STATUS`.
+    status: LocalU64,
     /// ToPA PMIs raised and not yet taken.
-    pmi: Cell<u32>,
+    pmi: LocalU32,
     /// Bytes written into the output since creation.
-    written: Cell<u64>,
-    /// Sees every byte written to the output (for models in tests and tools).
+    written: LocalU64,
+    /// Sees every byte written to the output (models in tests and tools).
+    /// Instrumentation, set while nothing traces (see `set_tap`).
     tap: Cell<Option<&'p RefCell<dyn PacketSink + 'p>>>,
     /// Called after each piece written to a region: where a PMI can arrive
-    /// in the middle of a write (tests).
+    /// in the middle of a write (tests). Set while nothing traces.
     interrupt: Cell<Option<&'p dyn Fn()>>,
 }
 
@@ -88,35 +95,47 @@ impl<'p> SoftTracer<'p> {
     /// bytes (2 KiB on hardware; tests take smaller ones), configured as
     /// [`PtConfig::default`] with TSC packets on until a driver programs it.
     pub fn new(phys: &'p dyn PhysMap, psb_base: u64) -> SoftTracer<'p> {
+        let config = PtConfig {
+            tsc: true,
+            ..PtConfig::default()
+        };
         SoftTracer {
             phys,
             stream: UnsafeCell::new(None),
-            writing: Cell::new(false),
+            writing: LocalBool::new(false),
             psb_base,
-            config: Cell::new(PtConfig {
-                tsc: true,
-                ..PtConfig::default()
-            }),
-            clock: Cell::new(0),
-            enabled: Cell::new(false),
-            topa: Cell::new(true),
-            base: Cell::new(0),
-            mask_ptrs: Cell::new(0x7f),
-            status: Cell::new(0),
-            pmi: Cell::new(0),
-            written: Cell::new(0),
+            ctl: LocalU64::new(config.rtit_ctl() | rtit_ctl::TOPA),
+            clock: LocalU64::new(0),
+            base: LocalU64::new(0),
+            mask_ptrs: LocalU64::new(0x7f),
+            status: LocalU64::new(0),
+            pmi: LocalU32::new(0),
+            written: LocalU64::new(0),
             tap: Cell::new(None),
             interrupt: Cell::new(None),
         }
     }
 
+    /// Sets or clears `RTIT_CTL` bits.
+    fn set_ctl(&self, bits: u64, on: bool) {
+        let ctl = self.ctl.load();
+        self.ctl.store(if on { ctl | bits } else { ctl & !bits });
+    }
+
+    /// Whether `TraceEn` is set.
+    fn tracing(&self) -> bool {
+        self.ctl.load() & rtit_ctl::TRACE_EN != 0
+    }
+
     /// Runs `f` after every piece the tracer writes into a region, as a
-    /// PMI arriving in the middle of a write would (tests).
+    /// PMI arriving in the middle of a write would (tests). Set-up only:
+    /// call it while no trace event or PMI is running on the tracer.
     pub fn set_interrupt(&self, f: Option<&'p dyn Fn()>) {
         self.interrupt.set(f);
     }
 
     /// Shows every byte the tracer writes to its output to `tap` as well.
+    /// Set-up only, as [`set_interrupt`](Self::set_interrupt).
     pub fn set_tap(&self, tap: Option<&'p RefCell<dyn PacketSink + 'p>>) {
         self.tap.set(tap);
     }
@@ -125,42 +144,45 @@ impl<'p> SoftTracer<'p> {
     /// while tracing is on, and are not generated at all while it is off.
     pub fn trace(&self, event: TraceEvent) {
         if let TraceEvent::Time(tsc) = event {
-            self.clock.set(tsc);
+            self.clock.store(tsc);
         }
-        if !self.enabled.get() {
+        if !self.tracing() {
             return;
         }
-        if self.writing.replace(true) {
+        if self.writing.load() {
             // An event inside a packet write cannot happen on hardware
             // (only a PMI can interrupt it, and a PMI traces nothing).
             return;
         }
+        self.writing.store(true);
+        barrier();
         // SAFETY: `writing` was clear and is now set: no other reference to
         // the stream exists or is made until it is cleared (the invariant).
         let stream = unsafe { &mut *self.stream.get() };
-        let stream = stream
-            .get_or_insert_with(|| PacketStream::with_config(self.psb_base, self.config.get()));
-        stream.set_clock(self.clock.get());
+        let stream =
+            stream.get_or_insert_with(|| PacketStream::with_config(self.psb_base, self.config()));
+        stream.set_clock(self.clock.load());
         let mut out = Output { tracer: self };
         stream.feed(event, &mut out);
-        self.writing.set(false);
+        barrier();
+        self.writing.store(false);
     }
 
     /// The timestamp counter now reads `tsc` (no packet; later PSB+ blocks
     /// carry it).
     pub fn set_clock(&self, tsc: u64) {
-        self.clock.set(tsc);
+        self.clock.store(tsc);
     }
 
     /// The configuration `RTIT_CTL` holds.
     pub fn config(&self) -> PtConfig {
-        self.config.get()
+        PtConfig::from_rtit_ctl(self.ctl.load())
     }
 
     /// Whether packet generation is on (between TIP.PGE and TIP.PGD, with
     /// TraceEn set).
     pub fn generating(&self) -> bool {
-        if !self.enabled.get() || self.writing.get() {
+        if !self.tracing() || self.writing.load() {
             return false;
         }
         // SAFETY: `writing` is clear: no `&mut` to the stream exists, and
@@ -170,22 +192,24 @@ impl<'p> SoftTracer<'p> {
 
     /// Takes the ToPA PMIs raised since the last call (an INT region filled).
     pub fn take_pmi(&self) -> u32 {
-        self.pmi.replace(0)
+        let n = self.pmi.load();
+        self.pmi.store(0);
+        n
     }
 
     /// Bytes written to the output so far.
     pub fn written(&self) -> u64 {
-        self.written.get()
+        self.written.load()
     }
 
     /// Whether output goes through ToPA tables (else single-range).
     pub fn uses_topa(&self) -> bool {
-        self.topa.get()
+        self.ctl.load() & rtit_ctl::TOPA != 0
     }
 
     /// Tells the tap and the interrupt hook about `bytes` just written.
     fn written_piece(&self, bytes: &[u8]) {
-        self.written.set(self.written.get() + bytes.len() as u64);
+        self.written.store(self.written.load() + bytes.len() as u64);
         if let Some(tap) = self.tap.get() {
             if let Ok(mut t) = tap.try_borrow_mut() {
                 t.write(bytes);
@@ -196,19 +220,19 @@ impl<'p> SoftTracer<'p> {
     /// Single-range output: one range of `(MASK_PTRS & 0xffffffff) + 1`
     /// bytes at `OUTPUT_BASE`, wrapping at its end.
     fn emit_single(&self, mut bytes: &[u8]) {
-        while !bytes.is_empty() && self.enabled.get() {
-            let mask = self.mask_ptrs.get();
+        while !bytes.is_empty() && self.tracing() {
+            let mask = self.mask_ptrs.load();
             let size = (mask & 0xffff_ffff) + 1;
             let off = (mask >> 32) % size;
             let n = (size - off).min(bytes.len() as u64) as usize;
-            let dst = self.phys.to_virt(self.base.get() + off);
+            let dst = self.phys.to_virt(self.base.load() + off);
             // SAFETY: `dst..dst + n` lies in the range the driver programmed
             // (the AUX page it handed to the tracer).
             unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, n) };
             self.written_piece(&bytes[..n]);
             bytes = &bytes[n..];
             let next = (off + n as u64) % size;
-            self.mask_ptrs.set((mask & 0xffff_ffff) | (next << 32));
+            self.mask_ptrs.store((mask & 0xffff_ffff) | (next << 32));
             if let Some(f) = self.interrupt.get() {
                 f();
             }
@@ -217,40 +241,40 @@ impl<'p> SoftTracer<'p> {
 
     /// Writes `bytes` at the output position, as the hardware would.
     fn emit(&self, mut bytes: &[u8]) {
-        if !self.topa.get() {
+        if !self.uses_topa() {
             self.emit_single(bytes);
             return;
         }
         let mut guard = 0;
-        while !bytes.is_empty() && self.enabled.get() {
+        while !bytes.is_empty() && self.tracing() {
             guard += 1;
             if guard > 1 << 20 {
                 // A table ring without regions: the hardware would hang; stop.
-                self.status.set(self.status.get() | STATUS_ERROR);
-                self.enabled.set(false);
+                self.status.store(self.status.load() | STATUS_ERROR);
+                self.set_ctl(rtit_ctl::TRACE_EN, false);
                 return;
             }
-            let mut pos = TopaPosition::from_mask_ptrs(0, self.mask_ptrs.get());
+            let mut pos = TopaPosition::from_mask_ptrs(0, self.mask_ptrs.load());
             let table = self
                 .phys
-                .to_virt(self.base.get())
+                .to_virt(self.base.load())
                 .cast::<TopaTable>()
                 .cast_const();
             // SAFETY: the driver programs OUTPUT_BASE with a live table page
             // and indexes inside it (the TraceHw contract, as for hardware).
             let entry = unsafe { (*table).entries[pos.index.min(super::topa::TENTS_PER_PAGE - 1)] };
             if entry.is_end() {
-                self.base.set(entry.base());
+                self.base.store(entry.base());
                 pos.index = 0;
                 pos.offset = 0;
-                self.mask_ptrs.set(pos.mask_ptrs());
+                self.mask_ptrs.store(pos.mask_ptrs());
                 continue;
             }
             let room = entry.size() - pos.offset;
             if room == 0 {
                 // A region left full by a STOP: nothing more is written.
-                self.status.set(self.status.get() | STATUS_STOPPED);
-                self.enabled.set(false);
+                self.status.store(self.status.load() | STATUS_STOPPED);
+                self.set_ctl(rtit_ctl::TRACE_EN, false);
                 return;
             }
             let n = room.min(bytes.len() as u64) as usize;
@@ -265,25 +289,25 @@ impl<'p> SoftTracer<'p> {
                 let mut at = pos;
                 at.offset += n as u64;
                 if at.offset < entry.size() {
-                    self.mask_ptrs.set(at.mask_ptrs());
+                    self.mask_ptrs.store(at.mask_ptrs());
                     f();
                 }
             }
             pos.offset += n as u64;
             if pos.offset == entry.size() {
                 if entry.int() {
-                    self.pmi.set(self.pmi.get() + 1);
+                    self.pmi.store(self.pmi.load() + 1);
                 }
                 if entry.stop() {
-                    self.mask_ptrs.set(pos.mask_ptrs());
-                    self.status.set(self.status.get() | STATUS_STOPPED);
-                    self.enabled.set(false);
+                    self.mask_ptrs.store(pos.mask_ptrs());
+                    self.status.store(self.status.load() | STATUS_STOPPED);
+                    self.set_ctl(rtit_ctl::TRACE_EN, false);
                     return;
                 }
                 pos.index += 1;
                 pos.offset = 0;
             }
-            self.mask_ptrs.set(pos.mask_ptrs());
+            self.mask_ptrs.store(pos.mask_ptrs());
         }
     }
 }
@@ -301,7 +325,7 @@ impl PacketSink for Output<'_, '_> {
 
 impl TraceHw for SoftTracer<'_> {
     fn enable(&self) {
-        self.enabled.set(true);
+        self.set_ctl(rtit_ctl::TRACE_EN, true);
     }
 
     fn disable(&self) {
@@ -311,39 +335,43 @@ impl TraceHw for SoftTracer<'_> {
         // nothing is flushed into the middle of that write: like the
         // hardware's, its writes are never split, and it completes once
         // tracing is on again.
-        if self.enabled.get() && !self.writing.replace(true) {
+        if self.tracing() && !self.writing.load() {
+            self.writing.store(true);
+            barrier();
             // SAFETY: `writing` was clear and is now set, as in `trace`.
             if let Some(stream) = unsafe { (*self.stream.get()).as_mut() } {
                 stream.stop(&mut Output { tracer: self });
             }
-            self.writing.set(false);
+            barrier();
+            self.writing.store(false);
         }
-        self.enabled.set(false);
+        self.set_ctl(rtit_ctl::TRACE_EN, false);
     }
 
     fn enabled(&self) -> bool {
-        self.enabled.get()
+        self.tracing()
     }
 
     fn set_topa(&self, topa: bool) {
-        self.topa.set(topa);
+        self.set_ctl(rtit_ctl::TOPA, topa);
     }
 
     fn set_output(&self, base: u64, mask_ptrs: u64) {
-        self.base.set(base);
-        self.mask_ptrs.set(mask_ptrs);
+        self.base.store(base);
+        self.mask_ptrs.store(mask_ptrs);
     }
 
     fn output(&self) -> (u64, u64) {
-        (self.base.get(), self.mask_ptrs.get())
+        (self.base.load(), self.mask_ptrs.load())
     }
 
     fn configure(&self, config: PtConfig) {
-        if config != self.config.get() {
+        if config != self.config() {
             // A new configuration: the next packet starts a new stream
             // (PSB+ first). Drivers configure with tracing off.
-            self.config.set(config);
-            if !self.enabled.get() && !self.writing.get() {
+            let ctl = self.ctl.load();
+            self.ctl.store(ctl & !rtit_ctl::CONFIG | config.rtit_ctl());
+            if !self.tracing() && !self.writing.load() {
                 // SAFETY: `writing` is clear: no reference to the stream
                 // exists (the invariant); this write ends here.
                 unsafe { *self.stream.get() = None };
@@ -352,10 +380,10 @@ impl TraceHw for SoftTracer<'_> {
     }
 
     fn status(&self) -> u64 {
-        self.status.get()
+        self.status.load()
     }
 
     fn set_status(&self, status: u64) {
-        self.status.set(status);
+        self.status.store(status);
     }
 }

@@ -219,15 +219,18 @@ impl<'a, H: NestHook> Ring<'a, H> {
     /// Stops all output (`PERF_EVENT_IOC_PAUSE_OUTPUT` 1): every `begin`
     /// fails with `ENOSPC` and counts a lost record. May be called from any CPU.
     pub fn pause(&self) {
-        // Relaxed: a flag, as the kernel's WRITE_ONCE(rb->paused); writers
-        // in flight finish their records.
+        // Relaxed, ordering nothing: a flag, as the kernel's plain store to
+        // `rb->paused` in `rb_toggle_paused`. A writer on another CPU may
+        // still see it clear and write one more record; writers in flight
+        // finish theirs.
         self.paused.store(true, Ordering::Relaxed);
     }
 
     /// Resumes output (`PERF_EVENT_IOC_PAUSE_OUTPUT` 0). A ring without data
     /// pages stays paused.
     pub fn resume(&self) {
-        // Relaxed: pairs with the Relaxed load in `begin`, a plain flag.
+        // Relaxed, as `pause`: a flag; `begin` reads it with a Relaxed
+        // load, and no data is published through it.
         self.paused.store(self.data_size() == 0, Ordering::Relaxed);
     }
 

@@ -21,7 +21,7 @@ use super::hook::{Mutation, NestHook, Point};
 use super::sample_id::OutputEvent;
 use crate::abi::{MAX_RECORD_SIZE, PerfEventHeader, record_type};
 use crate::error::{Error, Result};
-use crate::sync::{Ordering, compiler_fence, copy_to};
+use crate::sync::{Ordering, barrier, compiler_fence, copy_to};
 
 /// Size of a `PERF_RECORD_LOST` before its sample_id trailer.
 const LOST_RECORD_SIZE: usize = 24;
@@ -133,6 +133,11 @@ impl<'a, H: NestHook> Ring<'a, H> {
                 break (offset, head);
             }
         };
+        // `__perf_output_begin`: "We rely on the implied barrier() by
+        // local_cmpxchg() to ensure none of the data stores below can be
+        // lifted up by the compiler." The x86 asm is one; the portable
+        // fallback is not, so the barrier is explicit.
+        barrier();
         self.hook.at(self, Point::BeginReserved);
 
         // Backward: the record starts at the new head, and the byte count
