@@ -1258,9 +1258,11 @@ int perfaux_pt_cpu_fini(struct perfaux_pt_cpu *cpu);
 int perfaux_pt_check_config(uint64_t attr_config);
 
 /**
- * `pmu->add`: puts the PT event (configured by its `attr_config`) on this
- * CPU (one at a time) and, with `PERFAUX_EF_START`, opens an AUX
- * transaction and starts tracing (not if `aux_paused`). Returns 0,
+ * `pmu->add`: puts the PT event `event_id` (a kernel's `event->id`),
+ * configured by its `attr_config`, on this CPU (one at a time) and, with
+ * `PERFAUX_EF_START`, opens an AUX transaction and starts tracing (not if
+ * `aux_paused`). An event's first start on this CPU clears the PSB byte
+ * counter, so its trace begins with a PSB+ (`pt_config`). Returns 0,
  * `-EBUSY` if an event is on already, `-EINVAL` for a bad `cpu`, flags or
  * configuration, or the error that kept it from starting (`-ENOSPC`: no
  * room in the buffer).
@@ -1270,6 +1272,7 @@ int perfaux_pt_check_config(uint64_t attr_config);
  */
 int perfaux_pt_add(struct perfaux_pt_cpu *cpu,
                    uint32_t flags,
+                   uint64_t event_id,
                    uint64_t attr_config,
                    uint32_t aux_paused);
 

@@ -52,8 +52,10 @@ struct pax_buf {
 	void **pages;
 };
 
-/* Per CPU: the Rust driver of the CPU, the AUX handle of its transaction,
- * the PT event added here, and the ticker. */
+/*
+ * Per CPU: the Rust driver of the CPU, the AUX handle of its transaction,
+ * the PT event added here, and the ticker.
+ */
 struct pax_cpu {
 	struct perfaux_pt_cpu pt;
 	struct perf_output_handle handle;
@@ -67,7 +69,7 @@ static DEFINE_PER_CPU(struct pax_cpu, pax_cpu);
 static struct pmu pax_pmu;
 static enum cpuhp_state pax_hp_state;
 
-void perfaux_platform_panic(void);
+/* Called by the Rust core's panic handler, which no path reaches (checked at build). */
 void perfaux_platform_panic(void)
 {
 	BUG();
@@ -228,7 +230,7 @@ static int pax_add(struct perf_event *event, int flags)
 		return -EBUSY;
 	c->event = event;
 	c->traced = false;
-	r = perfaux_pt_add(&c->pt, (flags & PERF_EF_START) ? PERFAUX_EF_START : 0,
+	r = perfaux_pt_add(&c->pt, (flags & PERF_EF_START) ? PERFAUX_EF_START : 0, event->id,
 			   event->attr.config, 0);
 	if (r) {
 		/* A start that cannot trace (no AUX buffer) fails the add. */
@@ -259,6 +261,21 @@ static size_t pax_sink_copy(void *ctx, const void *bytes, size_t len)
 	return output_copy(ctx, bytes, len);
 }
 
+static long pax_zero_fill(struct perf_output_handle *handle, unsigned long size)
+{
+	static const u64 zeros[64];
+	unsigned long done = 0;
+
+	while (done < size) {
+		unsigned int n = min_t(unsigned long, size - done, sizeof(zeros));
+
+		if (output_copy(handle, zeros, n))
+			break;
+		done += n;
+	}
+	return done;
+}
+
 static long pax_snapshot_aux(struct perf_event *event, struct perf_output_handle *handle,
 			     unsigned long size)
 {
@@ -267,15 +284,28 @@ static long pax_snapshot_aux(struct perf_event *event, struct perf_output_handle
 	int64_t r;
 
 	r = perfaux_pt_snapshot_aux(&c->pt, &sink, size);
-	return r < 0 ? 0 : r;
+	if (r > 0)
+		return r;
+	/*
+	 * Nothing to copy: no transaction is open here. A user reaches this:
+	 * perf_mmap_close() of the AUX area stops the event, then frees the
+	 * buffer some time later (29 ms under TCG), and a sampler that
+	 * overflows in between still asks for perf_aux_size() bytes. Intel
+	 * PT WARNs, and perf_aux_sample_output() WARNs at a short copy and
+	 * leaves the rest of the record unwritten. Zeros instead: the sample
+	 * carries an AUX block with no trace in it, and the kernel is quiet.
+	 */
+	return pax_zero_fill(handle, size);
 }
 
 static void pax_trace(struct pax_cpu *c, const perfaux_trace_event *e)
 {
 	int pmis = perfaux_pt_trace(&c->pt, e);
 
-	/* The ToPA PMIs the writes raised (full-trace mode): handle them now,
-	 * as the hardware's PMI would, right after the write. */
+	/*
+	 * The ToPA PMIs the writes raised (full-trace mode): handle them now,
+	 * as the hardware's PMI would, right after the write.
+	 */
 	while (pmis-- > 0)
 		perfaux_pt_handle_pmi(&c->pt);
 }
@@ -299,9 +329,11 @@ static enum hrtimer_restart pax_tick(struct hrtimer *t)
 	wanted = user ? !event->attr.exclude_user : !event->attr.exclude_kernel;
 	ip = instruction_pointer(regs);
 	if (!wanted) {
-		/* The interrupted context is excluded: tracing went off on the
+		/*
+		 * The interrupted context is excluded: tracing went off on the
 		 * way there, at a user IP this timer tracer never saw: a
-		 * TIP.PGD without one. */
+		 * TIP.PGD without one.
+		 */
 		const perfaux_trace_event off = { .kind = PERFAUX_TRACE_DISABLE };
 
 		if (c->traced)
@@ -323,8 +355,10 @@ static enum hrtimer_restart pax_tick(struct hrtimer *t)
 		c->traced = true;
 	}
 	if (!event->attr.exclude_kernel) {
-		/* The interrupt: FUP at the interrupted IP, TIP into the
-		 * handler, and TIP back on the return. */
+		/*
+		 * The interrupt: FUP at the interrupted IP, TIP into the
+		 * handler, and TIP back on the return.
+		 */
 		const perfaux_trace_event irq = {
 			.kind = PERFAUX_TRACE_ASYNC,
 			.flags = PERFAUX_TRACE_HAS_TARGET,
@@ -339,8 +373,10 @@ static enum hrtimer_restart pax_tick(struct hrtimer *t)
 		pax_trace(c, &irq);
 		pax_trace(c, &iret);
 	} else {
-		/* Into the untraced kernel (FUP at the interrupted IP, TIP.PGD)
-		 * and back (TIP.PGE). */
+		/*
+		 * Into the untraced kernel (FUP at the interrupted IP, TIP.PGD)
+		 * and back (TIP.PGE).
+		 */
 		const perfaux_trace_event leave = { .kind = PERFAUX_TRACE_ASYNC, .from = ip };
 		const perfaux_trace_event back = { .kind = PERFAUX_TRACE_ENABLE, .target = ip };
 

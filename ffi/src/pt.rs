@@ -785,12 +785,12 @@ static NO_ATTR: PerfEventAttr = PerfEventAttr::new(136);
 
 /// Runs `f` with the event a PMU callback from C sees: an attr with
 /// `config`, `hw.aux_paused` as given.
-fn with_info<R>(config: u64, aux_paused: u32, f: impl FnOnce(&EventInfo<'_>) -> R) -> R {
+fn with_info<R>(id: u64, config: u64, aux_paused: u32, f: impl FnOnce(&EventInfo<'_>) -> R) -> R {
     let mut attr = PerfEventAttr::new(136);
     attr.config = config;
     f(&EventInfo {
         attr: &attr,
-        id: 0,
+        id,
         cpu: -1,
         aux_paused: aux_paused != 0,
     })
@@ -813,9 +813,11 @@ pub extern "C" fn perfaux_pt_check_config(attr_config: u64) -> c_int {
     }
 }
 
-/// `pmu->add`: puts the PT event (configured by its `attr_config`) on this
-/// CPU (one at a time) and, with `PERFAUX_EF_START`, opens an AUX
-/// transaction and starts tracing (not if `aux_paused`). Returns 0,
+/// `pmu->add`: puts the PT event `event_id` (a kernel's `event->id`),
+/// configured by its `attr_config`, on this CPU (one at a time) and, with
+/// `PERFAUX_EF_START`, opens an AUX transaction and starts tracing (not if
+/// `aux_paused`). An event's first start on this CPU clears the PSB byte
+/// counter, so its trace begins with a PSB+ (`pt_config`). Returns 0,
 /// `-EBUSY` if an event is on already, `-EINVAL` for a bad `cpu`, flags or
 /// configuration, or the error that kept it from starting (`-ENOSPC`: no
 /// room in the buffer).
@@ -826,6 +828,7 @@ pub extern "C" fn perfaux_pt_check_config(attr_config: u64) -> c_int {
 pub unsafe extern "C" fn perfaux_pt_add(
     cpu: *mut perfaux_pt_cpu,
     flags: u32,
+    event_id: u64,
     attr_config: u64,
     aux_paused: u32,
 ) -> c_int {
@@ -836,7 +839,7 @@ pub unsafe extern "C" fn perfaux_pt_add(
     if !flags_ok(flags, PERFAUX_EF_START) || aux_paused > 1 {
         return Error::Invalid.errno();
     }
-    match with_info(attr_config, aux_paused, |i| b.pmu.add(i, flags)) {
+    match with_info(event_id, attr_config, aux_paused, |i| b.pmu.add(i, flags)) {
         Ok(()) => 0,
         Err(e) => e.errno(),
     }
@@ -879,7 +882,7 @@ pub unsafe extern "C" fn perfaux_pt_start(
     if !flags_ok(flags, PERFAUX_EF_RELOAD | PERFAUX_EF_RESUME) || aux_paused > 1 {
         return Error::Invalid.errno();
     }
-    with_info(0, aux_paused, |i| b.pmu.start(i, flags));
+    with_info(0, 0, aux_paused, |i| b.pmu.start(i, flags));
     0
 }
 
@@ -902,7 +905,7 @@ pub unsafe extern "C" fn perfaux_pt_stop(
     if !flags_ok(flags, PERFAUX_EF_UPDATE | PERFAUX_EF_PAUSE) || aux_paused > 1 {
         return Error::Invalid.errno();
     }
-    with_info(0, aux_paused, |i| b.pmu.stop(i, flags));
+    with_info(0, 0, aux_paused, |i| b.pmu.stop(i, flags));
     0
 }
 

@@ -127,8 +127,8 @@ static void snapshot_mode(void)
 	EXPECT(perfaux_pt_cpu_init_area(&pt, &buf, &area, &ring, &ev, &plat, NULL, 1024), 0);
 	EXPECT(perfaux_pt_cpu_init_area(&pt, &buf, &area, &ring, &ev, &plat, NULL, 1024), -EBUSY);
 	/* intel_pt/tsc/: TSC packets in every PSB+. */
-	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 1 << 10, 0), 0);
-	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 1 << 10, 0), -EBUSY);
+	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 1, 1 << 10, 0), 0);
+	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 1, 1 << 10, 0), -EBUSY);
 	EXPECT(perfaux_pt_cpu_fini(&pt), -EBUSY);
 	EXPECT(perfaux_pt_buffer_fini(&buf), -EBUSY); /* a transaction holds it */
 	EXPECT(run_program(&pt, 20000), 0); /* a snapshot buffer raises no PMI */
@@ -269,9 +269,9 @@ static void full_mode(void)
 	EXPECT(perfaux_pt_buffer_init(&buf, tables, 1, pages, FULL_PAGES, 0, NULL), 0);
 	EXPECT(perfaux_pt_cpu_init(&pt, &ops, NULL, 1024), 0);
 	/* No buffer mapped: the event cannot start (Intel PT's fail_stop). */
-	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 0, 0), -EINVAL);
+	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 1, 0, 0), -EINVAL);
 	b.buf = &buf;
-	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 0, 0), 0);
+	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 1, 0, 0), 0);
 	int pmis = run_program(&pt, 200000);
 	CHECK(pmis > 2);
 	/* snapshot_aux on a writable buffer copies nothing (Linux WARNs). */
@@ -380,7 +380,7 @@ static void bad_inputs(void)
 		{ "cpu init: area never initialized", perfaux_pt_cpu_init_area(&no_pt, &no_buf, &no_area, &ring, NULL, NULL, NULL, 1024), -EINVAL },
 		{ "cpu init: ring never initialized", perfaux_pt_cpu_init_area(&no_pt, &no_buf, &area, &no_ring, NULL, NULL, NULL, 1024), -EINVAL },
 		{ "cpu fini: never initialized", perfaux_pt_cpu_fini(&no_pt), -EINVAL },
-		{ "add: never initialized", perfaux_pt_add(&no_pt, 0, 0, 0), -EINVAL },
+		{ "add: never initialized", perfaux_pt_add(&no_pt, 0, 1, 0, 0), -EINVAL },
 		{ "check_config: mtc (not offered)", perfaux_pt_check_config(1 << 9), -EINVAL },
 		{ "check_config: branch without pt", perfaux_pt_check_config(1 << 13), -EINVAL },
 		{ "check_config: psb_period=6", perfaux_pt_check_config(6ull << 24), -EINVAL },
@@ -404,9 +404,9 @@ static void bad_inputs(void)
 	EXPECT(perfaux_pt_buffer_fini(&no_buf), 0);
 	EXPECT(perfaux_pt_cpu_init_area(&pt, &buf, &area, &ring, &bad_event, NULL, NULL, 1024), -EINVAL);
 	EXPECT(perfaux_pt_cpu_init_area(&pt, &buf, &area, &ring, NULL, NULL, NULL, 1024), 0);
-	EXPECT(perfaux_pt_add(&pt, 0x80, 0, 0), -EINVAL);
-	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 0, 2), -EINVAL);
-	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 1 << 9, 0), -EINVAL); /* mtc */
+	EXPECT(perfaux_pt_add(&pt, 0x80, 1, 0, 0), -EINVAL);
+	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 1, 0, 2), -EINVAL);
+	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 1, 1 << 9, 0), -EINVAL); /* mtc */
 	EXPECT(perfaux_pt_del(&pt, PERFAUX_EF_PAUSE), -EINVAL);
 	EXPECT(perfaux_pt_start(&pt, PERFAUX_EF_START, 0), -EINVAL);
 	EXPECT(perfaux_pt_stop(&pt, PERFAUX_EF_RESUME, 0), -EINVAL);

@@ -59,6 +59,23 @@ pub unsafe trait AuxOutput {
     fn end(&self, size: u64, snapshot_head: Option<u64>);
 }
 
+// SAFETY: the referent upholds the contract; a reference forwards to it.
+unsafe impl<T: AuxOutput + ?Sized> AuxOutput for &T {
+    type Buffer = T::Buffer;
+
+    fn begin(&self) -> Result<(AuxTransaction, NonNull<T::Buffer>)> {
+        (**self).begin()
+    }
+
+    fn flag(&self, flags: u64) {
+        (**self).flag(flags);
+    }
+
+    fn end(&self, size: u64, snapshot_head: Option<u64>) {
+        (**self).end(size, snapshot_head);
+    }
+}
+
 /// [`AuxOutput`] over perfaux's own AUX area, writing `PERF_RECORD_AUX`
 /// into `ring` for `event`, its trailer stamped from `platform` if given;
 /// its transactions hand out `buffer`, the driver's state of the area.

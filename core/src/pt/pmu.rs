@@ -76,6 +76,14 @@ pub struct PtPmu<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> {
     /// The event's configuration as `RTIT_CTL` fields (`pt_config`), from
     /// its `attr.config` at `add`.
     config: LocalU64,
+    /// The id of the event on this CPU (from `add`), plus one.
+    event: LocalU64,
+    /// The id, plus one, of the event last configured here (0: none).
+    /// `pt_config` clears `RTIT_STATUS` (the PSB byte counter) at an
+    /// event's first configuration (`hw.aux_config` still 0), so its trace
+    /// starts with a PSB+. perfaux keeps that per CPU: an event's first
+    /// start on a CPU after another event ran there is a first round too.
+    configured: LocalU64,
 }
 
 /// The PT driver of one CPU tracing into perfaux's own AUX area.
@@ -132,6 +140,8 @@ impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> PtPmu<'x, O> {
             errors: LocalU64::new(0),
             stopped: LocalBool::new(true),
             config: LocalU64::new(PtConfig::default().rtit_ctl()),
+            event: LocalU64::new(0),
+            configured: LocalU64::new(0),
         }
     }
 
@@ -360,6 +370,11 @@ impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> PtPmu<'x, O> {
         }
         self.hw
             .configure(PtConfig::from_rtit_ctl(self.config.load()));
+        // "First round: clear STATUS, in particular the PSB byte counter."
+        if self.configured.load() != self.event.load() {
+            self.hw.set_status(0);
+            self.configured.store(self.event.load());
+        }
         self.stopped.store(false);
         // `pt_config`: resume before start, so as not to undo what a PMI
         // set; the PMI handler after the configuration is complete; pause
@@ -521,6 +536,7 @@ impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> Pmu for PtPmu<'x, O> {
         self.config
             .store(PtConfig::from_attr(event.attr.config)?.rtit_ctl());
         self.paused.store(event.aux_paused);
+        self.event.store(event.id.wrapping_add(1));
         if flags & ef::START != 0 {
             // A start that leaves the event stopped fails the group's schedule.
             self.start_tracing().map_err(|_| Error::Invalid)?;
@@ -584,12 +600,15 @@ impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> Pmu for PtPmu<'x, O> {
         if size == 0 || self.busy.load() {
             return 0;
         }
-        // `pt_event_snapshot_aux`: WARN_ON_ONCE(!buf), WARN_ON_ONCE(!buf->snapshot).
+        // No transaction open here, or a writable buffer: nothing to copy
+        // (spec H.4 C10, C11). `pt_event_snapshot_aux` WARNs at both, but a
+        // user reaches them: an AUX munmap stops the event before it frees
+        // the buffer, and a sampler overflowing in between still asks; a
+        // sampler may sit under a writable AUX area. No warning, then.
         let Some(buf) = self.buffer() else {
-            warn_on_once!(true, "snapshot_aux with no AUX transaction open");
             return 0;
         };
-        if warn_on_once!(!buf.is_overwrite(), "snapshot_aux on a writable AUX buffer") {
+        if !buf.is_overwrite() {
             return 0;
         }
         if !self.enter_busy() {

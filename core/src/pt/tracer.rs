@@ -17,6 +17,9 @@ use super::topa::{PhysMap, TopaPosition, TopaTable};
 pub const STATUS_STOPPED: u64 = 1 << 5;
 /// `RTIT_STATUS.Error` (bit 4).
 pub const STATUS_ERROR: u64 = 1 << 4;
+/// `RTIT_STATUS.PacketByteCnt` (bits 48:32): bytes since the last PSB; a
+/// PSB is sent when it is 0, so writing 0 asks for one.
+pub const STATUS_PACKET_BYTE_CNT: u64 = 0x1_ffff << 32;
 
 /// What a PT driver programs and reads (the `IA32_RTIT_*` MSRs).
 pub trait TraceHw {
@@ -78,6 +81,12 @@ pub struct SoftTracer<'p> {
     mask_ptrs: LocalU64,
     /// `IA32_RTIT_STATUS`.
     status: LocalU64,
+    /// `PacketByteCnt` as of the last completed write (what `status`
+    /// reports; a PMI inside a write sees the count before it).
+    packet_bytes: LocalU64,
+    /// The driver wrote `PacketByteCnt` 0: the next write resets the
+    /// stream's count (a PSB+ first).
+    psb_reset: LocalBool,
     /// ToPA PMIs raised and not yet taken.
     pmi: LocalU32,
     /// Bytes written into the output since creation.
@@ -109,6 +118,8 @@ impl<'p> SoftTracer<'p> {
             base: LocalU64::new(0),
             mask_ptrs: LocalU64::new(0x7f),
             status: LocalU64::new(0),
+            packet_bytes: LocalU64::new(0),
+            psb_reset: LocalBool::new(false),
             pmi: LocalU32::new(0),
             written: LocalU64::new(0),
             tap: Cell::new(None),
@@ -162,8 +173,13 @@ impl<'p> SoftTracer<'p> {
         let stream =
             stream.get_or_insert_with(|| PacketStream::with_config(self.psb_base, self.config()));
         stream.set_clock(self.clock.load());
+        if self.psb_reset.load() {
+            self.psb_reset.store(false);
+            stream.reset_packet_bytes();
+        }
         let mut out = Output { tracer: self };
         stream.feed(event, &mut out);
+        self.packet_bytes.store(stream.packet_bytes().min(0x1_ffff));
         barrier();
         self.writing.store(false);
     }
@@ -380,10 +396,17 @@ impl TraceHw for SoftTracer<'_> {
     }
 
     fn status(&self) -> u64 {
-        self.status.load()
+        self.status.load() | (self.packet_bytes.load() << 32)
     }
 
     fn set_status(&self, status: u64) {
-        self.status.store(status);
+        self.status.store(status & !STATUS_PACKET_BYTE_CNT);
+        let count = (status & STATUS_PACKET_BYTE_CNT) >> 32;
+        if count != self.packet_bytes.load() {
+            // Only 0 can be written in effect: the count restarts, and the
+            // hardware sends a PSB when it is 0.
+            self.packet_bytes.store(0);
+            self.psb_reset.store(true);
+        }
     }
 }
