@@ -255,6 +255,7 @@ struct sample_check {
 };
 
 static unsigned long lost_records;
+static int exclude_kernel_check; /* the snapshot case running excludes the kernel */
 
 static void check_sample(void *ctx, const unsigned char *r, size_t n)
 {
@@ -288,21 +289,25 @@ static void check_sample(void *ctx, const unsigned char *r, size_t n)
 	 * the next one may start earlier than this one ends). */
 	struct decoded one = { 0 };
 	uint64_t last_ip = 0;
-	if (decode(r + 8 + 5 * 8, aux, &one, &last_ip))
+	int synced = decode(r + 8 + 5 * 8, aux, &one, &last_ip);
+
+	if (synced)
 		c->with_psb++;
-	if (one.bad && getenv("DIAG_BAD")) {
+	else if (aux >= PSB_PERIOD + 256)
+		one.bad++; /* a large snapshot without a PSB */
+	if ((one.bad || (exclude_kernel_check && one.kernel_ips)) && getenv("DIAG_BAD")) {
 		static int shown;
 		const unsigned char *p = r + 48;
+		size_t at = synced ? one.bad_at : 0;
 
-		if (shown++ < 3) {
-			printf("DIAG bad packet at %zu of %llu:", one.bad_at, (unsigned long long)aux);
-			for (size_t k = one.bad_at > 24 ? one.bad_at - 24 : 0; k < one.bad_at + 24 && k < aux; k++)
-				printf("%s%02x", k == one.bad_at ? " [" : " ", p[k]);
+		if (shown++ < 4) {
+			printf("DIAG %s at %zu of %llu (kernel IPs %lu):", synced ? "bad packet" : "no PSB",
+			       at, (unsigned long long)aux, one.kernel_ips);
+			for (size_t k = at > 24 ? at - 24 : 0; k < at + 24 && k < aux; k++)
+				printf("%s%02x", k == at ? " [" : " ", p[k]);
 			printf("\n");
 		}
 	}
-	else if (aux >= PSB_PERIOD + 256)
-		one.bad++; /* a large snapshot without a PSB */
 	c->d.packets += one.packets;
 	c->d.psbs += one.psbs;
 	c->d.tips += one.tips;
@@ -323,6 +328,7 @@ static void snapshot_case(int type, int exclude_kernel)
 	a.sample_id_all = 1;
 	a.disabled = 1;
 	a.exclude_kernel = exclude_kernel;
+	exclude_kernel_check = exclude_kernel;
 	lost_records = 0;
 	struct ring lr = { 0 };
 	lr.fd = peo(&a, -1);
@@ -672,8 +678,9 @@ static void pass_after(int type, const char *name, const char *what)
 		printf("PASS %s: %s; a new trace after it decodes\n", name, what);
 }
 
-static void fault_munmap_aux(int type)
+static void fault_munmap_aux(int type, int unused)
 {
+	(void)unused;
 	const char *name = "fault: munmap AUX while enabled, re-enable, re-mmap";
 	struct group g;
 	struct tally t = { 0 };
@@ -721,8 +728,9 @@ fail_errno:
 	group_close(&g);
 }
 
-static void fault_munmap_all(int type)
+static void fault_munmap_all(int type, int unused)
 {
+	(void)unused;
 	const char *name = "fault: munmap ring and AUX while enabled";
 	struct group g;
 
@@ -849,8 +857,9 @@ static int on_cpu(int cpu)
 	return sched_setaffinity(0, sizeof(set), &set);
 }
 
-static void fault_inherit(int type)
+static void fault_inherit(int type, int unused)
 {
+	(void)unused;
 	const char *name = "fault: fork with inherit";
 	struct group g;
 	struct tally t = { 0 };
@@ -942,8 +951,9 @@ static void fault_churn(int type, int per_cpu)
 	}
 }
 
-static void fault_rmmod(int type)
+static void fault_rmmod(int type, int unused)
 {
+	(void)unused;
 	const char *name = "fault: rmmod while events are open";
 	struct group g;
 	long r;
@@ -984,8 +994,9 @@ static int cpu_online(int cpu, int on)
 	return r ? -1 : 0;
 }
 
-static void fault_hotplug(int type)
+static void fault_hotplug(int type, int unused)
 {
+	(void)unused;
 	const char *name = "fault: CPU 1 offline and online with a per-CPU group on it";
 	struct group g;
 
@@ -1020,35 +1031,31 @@ static void fault_hotplug(int type)
 	on_cpu(0);
 }
 
-static void fault_suite(int type)
-{
-	if (getenv("FAULT_ONLY")) {
-		int n = atoi(getenv("FAULT_ONLY"));
+/* The fault cases, by the words their names start with (after "fault: "). */
+static const struct fault_case {
+	const char *key;
+	void (*run)(int type, int arg);
+	int arg;
+} fault_cases[] = {
+	{ "munmap-aux", fault_munmap_aux, 0 },
+	{ "munmap-all", fault_munmap_all, 0 },
+	{ "close-leader", fault_close, 1 },
+	{ "close-sampler", fault_close, 0 },
+	{ "exit", fault_task, 0 },
+	{ "exec", fault_task, 1 },
+	{ "inherit", fault_inherit, 0 },
+	{ "churn-task", fault_churn, 0 },
+	{ "churn-cpu", fault_churn, 1 },
+	{ "rmmod", fault_rmmod, 0 },
+	{ "hotplug", fault_hotplug, 0 },
+};
 
-		if (n == 2)
-			fault_munmap_all(type);
-		if (n == 3) {
-			fault_close(type, 1);
-			fault_close(type, 0);
-			fault_close(type, 0);
-		}
-		if (n == 8)
-			fault_churn(type, 1);
-		if (n == 7)
-			fault_inherit(type);
-		return;
-	}
-	fault_munmap_aux(type);
-	fault_munmap_all(type);
-	fault_close(type, 1);
-	fault_close(type, 0);
-	fault_task(type, 0);
-	fault_task(type, 1);
-	fault_inherit(type);
-	fault_churn(type, 0);
-	fault_churn(type, 1);
-	fault_rmmod(type);
-	fault_hotplug(type);
+/* Runs the fault cases whose key is `only` (NULL: all). */
+static void fault_suite(int type, const char *only)
+{
+	for (size_t i = 0; i < sizeof(fault_cases) / sizeof(fault_cases[0]); i++)
+		if (!only || strcmp(only, fault_cases[i].key) == 0)
+			fault_cases[i].run(type, fault_cases[i].arg);
 }
 
 int main(int argc, char **argv)
@@ -1065,16 +1072,17 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printf("perfaux_pt is PMU type %d\n", type);
-	if (getenv("FAULT_ONLY")) {
-		fault_suite(type);
-		printf(failures ? "FAILED\n" : "ALL PASS\n");
-		return 0;
+	if (argc > 2 && strcmp(argv[1], "--fault") == 0) {
+		/* One fault case alone: check --fault <key> (see fault_cases). */
+		fault_suite(type, argv[2]);
+		printf(failures ? "%d FAILED\n" : "ALL PASS\n", failures);
+		return failures != 0;
 	}
 	snapshot_case(type, 0);
 	snapshot_case(type, 1);
 	full_case(type);
 	error_cases();
-	fault_suite(type);
+	fault_suite(type, NULL);
 	if (failures)
 		printf("%d FAILED\n", failures);
 	else

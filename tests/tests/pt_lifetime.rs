@@ -243,7 +243,7 @@ fn a_migrating_event_an_aux_munmap_and_a_new_buffer() {
     let cpu = PtPmu::with_output(&tracers[1], &map, &handle2);
     cpu.add(&info(&attr, 8), ef::START).unwrap();
     for t in 0..10 {
-        tick(&tracers[1], 2000 + t, false);
+        tick(&tracers[1], 2000 + t, t == 0);
     }
     cpu.del(&info(&attr, 8), 0);
     let bytes = buffer_bytes(&aux2);

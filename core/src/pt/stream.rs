@@ -243,13 +243,6 @@ impl PacketStream {
         self.since_psb
     }
 
-    /// `PacketByteCnt` cleared (a driver writes `RTIT_STATUS` 0 at an
-    /// event's first configuration): a PSB+ precedes the next packet, as
-    /// the hardware sends one when the count is 0.
-    pub fn reset_packet_bytes(&mut self) {
-        self.since_psb = u64::MAX;
-    }
-
     /// Emits the packets for `event` into `sink`.
     pub fn feed(&mut self, event: TraceEvent, sink: &mut dyn PacketSink) {
         if self.since_psb >= self.psb_period {

@@ -84,9 +84,14 @@ pub struct SoftTracer<'p> {
     /// `PacketByteCnt` as of the last completed write (what `status`
     /// reports; a PMI inside a write sees the count before it).
     packet_bytes: LocalU64,
-    /// The driver wrote `PacketByteCnt` 0: the next write resets the
-    /// stream's count (a PSB+ first).
-    psb_reset: LocalBool,
+    /// The driver wrote `PacketByteCnt` 0 (an event's first configuration):
+    /// the next write starts a new packet stream, PSB+ first, packet
+    /// generation off until a TIP.PGE. perfaux's tracer keeps packet state
+    /// across the TraceEn toggles of one event (a snapshot's stop and
+    /// restart is invisible in its trace), so this is where one event's
+    /// state (PacketEn, the last IP, the return stack) ends: nothing of it
+    /// leaks into the next event's trace.
+    fresh: LocalBool,
     /// ToPA PMIs raised and not yet taken.
     pmi: LocalU32,
     /// Bytes written into the output since creation.
@@ -119,7 +124,7 @@ impl<'p> SoftTracer<'p> {
             mask_ptrs: LocalU64::new(0x7f),
             status: LocalU64::new(0),
             packet_bytes: LocalU64::new(0),
-            psb_reset: LocalBool::new(false),
+            fresh: LocalBool::new(false),
             pmi: LocalU32::new(0),
             written: LocalU64::new(0),
             tap: Cell::new(None),
@@ -170,13 +175,13 @@ impl<'p> SoftTracer<'p> {
         // SAFETY: `writing` was clear and is now set: no other reference to
         // the stream exists or is made until it is cleared (the invariant).
         let stream = unsafe { &mut *self.stream.get() };
+        if self.fresh.load() {
+            self.fresh.store(false);
+            *stream = None;
+        }
         let stream =
             stream.get_or_insert_with(|| PacketStream::with_config(self.psb_base, self.config()));
         stream.set_clock(self.clock.load());
-        if self.psb_reset.load() {
-            self.psb_reset.store(false);
-            stream.reset_packet_bytes();
-        }
         let mut out = Output { tracer: self };
         stream.feed(event, &mut out);
         self.packet_bytes.store(stream.packet_bytes().min(0x1_ffff));
@@ -198,7 +203,7 @@ impl<'p> SoftTracer<'p> {
     /// Whether packet generation is on (between TIP.PGE and TIP.PGD, with
     /// TraceEn set).
     pub fn generating(&self) -> bool {
-        if !self.tracing() || self.writing.load() {
+        if !self.tracing() || self.writing.load() || self.fresh.load() {
             return false;
         }
         // SAFETY: `writing` is clear: no `&mut` to the stream exists, and
@@ -404,9 +409,9 @@ impl TraceHw for SoftTracer<'_> {
         let count = (status & STATUS_PACKET_BYTE_CNT) >> 32;
         if count != self.packet_bytes.load() {
             // Only 0 can be written in effect: the count restarts, and the
-            // hardware sends a PSB when it is 0.
+            // hardware sends a PSB when it is 0 (see `fresh`).
             self.packet_bytes.store(0);
-            self.psb_reset.store(true);
+            self.fresh.store(true);
         }
     }
 }
