@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #define PAGE 4096
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define DATA_PAGES 256
 #define AUX_PAGES 32
 #define PSB_PERIOD 4096
@@ -59,6 +60,7 @@ static int pmu_type(void)
 {
 	FILE *f = fopen("/sys/bus/event_source/devices/perfaux_pt/type", "r");
 	int t = -1;
+
 	if (f) {
 		if (fscanf(f, "%d", &t) != 1)
 			t = -1;
@@ -86,10 +88,41 @@ static int plausible(uint64_t ip)
 static const unsigned char PSB[16] = { 2, 0x82, 2, 0x82, 2, 0x82, 2, 0x82,
 				       2, 0x82, 2, 0x82, 2, 0x82, 2, 0x82 };
 
+/* The length of the extended packet 0x02 <c2>, or 0 for an unknown one. */
+static size_t ext_len(unsigned char c2)
+{
+	switch (c2) {
+	case 0x82: /* PSB */
+		return 16;
+	case 0x23: /* PSBEND */
+	case 0xf3: /* OVF */
+	case 0x83: /* TraceStop */
+		return 2;
+	case 0x03: /* CBR */
+		return 4;
+	case 0xa3: /* long TNT */
+	case 0x43: /* PIP */
+		return 8;
+	case 0x73: /* TMA */
+		return 7;
+	default:
+		return 0;
+	}
+}
+
+/* The IP bytes of a TIP/FUP whose IPBytes field is ipb, or -1. */
+static int ip_bytes(unsigned int ipb)
+{
+	static const int bytes[8] = { 0, 2, 4, 6, 6, -1, 8, -1 };
+
+	return bytes[ipb & 7];
+}
+
 /* Decodes b[0..n) from its first PSB; returns 0 if there is none. */
 static int decode(const unsigned char *b, size_t n, struct decoded *d, uint64_t *last_ip)
 {
 	size_t i = 0;
+
 	while (i + 16 <= n && memcmp(b + i, PSB, 16) != 0)
 		i++;
 	if (i + 16 > n)
@@ -97,27 +130,26 @@ static int decode(const unsigned char *b, size_t n, struct decoded *d, uint64_t 
 	while (i < n) {
 		unsigned char c = b[i];
 		size_t len;
+
 		d->packets++;
 		if (c == 0x00) {
 			len = 1;
 		} else if (c == 0x02) {
 			if (i + 1 >= n)
 				break;
-			switch (b[i + 1]) {
-			case 0x82: len = 16; if (i + 16 <= n && memcmp(b + i, PSB, 16) == 0) d->psbs++; else { d->bad++; d->bad_at = i; return 1; } break;
-			case 0x23: len = 2; break;  /* PSBEND */
-			case 0x03: len = 4; break;  /* CBR */
-			case 0xa3: len = 8; break;  /* long TNT */
-			case 0xf3: len = 2; break;  /* OVF */
-			case 0x83: len = 2; break;  /* TraceStop */
-			case 0x43: len = 8; break;  /* PIP */
-			case 0x73: len = 7; break;  /* TMA */
-			default: d->bad++; d->bad_at = i; return 1;
+			len = ext_len(b[i + 1]);
+			if (!len || (b[i + 1] == 0x82 && (i + 16 > n || memcmp(b + i, PSB, 16) != 0))) {
+				d->bad++;
+				d->bad_at = i;
+				return 1;
 			}
+			if (b[i + 1] == 0x82)
+				d->psbs++;
 		} else if (c == 0x19) {
 			len = 8;
 			if (i + 8 <= n) {
 				uint64_t t = 0;
+
 				memcpy(&t, b + i + 1, 7);
 				if (t < d->last_tsc)
 					d->tsc_back++;
@@ -129,25 +161,28 @@ static int decode(const unsigned char *b, size_t n, struct decoded *d, uint64_t 
 		} else if ((c & 1) == 0) {
 			len = 1; /* short TNT */
 		} else if ((c & 0x1f) == 0x0d || (c & 0x1f) == 0x11 || (c & 0x1f) == 0x01 || (c & 0x1f) == 0x1d) {
-			unsigned ipb = c >> 5;
-			size_t bytes;
-			switch (ipb) {
-			case 0: bytes = 0; break;
-			case 1: bytes = 2; break;
-			case 2: bytes = 4; break;
-			case 3: case 4: bytes = 6; break;
-			case 6: bytes = 8; break;
-			default: d->bad++; d->bad_at = i; return 1;
+			unsigned int ipb = c >> 5;
+			int bytes = ip_bytes(ipb);
+			uint64_t v = 0, ip = *last_ip;
+
+			if (bytes < 0) {
+				d->bad++;
+				d->bad_at = i;
+				return 1;
 			}
 			len = 1 + bytes;
-			if (i + len <= n && bytes) {
-				uint64_t v = 0, ip = *last_ip;
-				memcpy(&v, b + i + 1, bytes);
-				if (ipb == 1) ip = (ip & ~0xffffull) | v;
-				else if (ipb == 2) ip = (ip & ~0xffffffffull) | v;
-				else if (ipb == 3) ip = (uint64_t)((int64_t)(v << 16) >> 16);
-				else if (ipb == 4) ip = (ip & ~0xffffffffffffull) | v;
-				else ip = v;
+			if (i + len <= n && bytes > 0) {
+				memcpy(&v, b + i + 1, (size_t)bytes);
+				if (ipb == 1)
+					ip = (ip & ~0xffffull) | v;
+				else if (ipb == 2)
+					ip = (ip & ~0xffffffffull) | v;
+				else if (ipb == 3)
+					ip = (uint64_t)((int64_t)(v << 16) >> 16);
+				else if (ipb == 4)
+					ip = (ip & ~0xffffffffffffull) | v;
+				else
+					ip = v;
 				*last_ip = ip;
 				if (!plausible(ip))
 					d->bad_ip++;
@@ -181,11 +216,14 @@ struct ring {
 	size_t aux_size;
 };
 
+/* Maps r->fd's ring and, if aux_prot, its AUX area; -errno on failure. */
 static int map_ring(struct ring *r, int aux_prot)
 {
 	r->page = mmap(NULL, (1 + DATA_PAGES) * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
-	if (r->page == MAP_FAILED)
+	if (r->page == MAP_FAILED) {
+		r->page = NULL;
 		return -errno;
+	}
 	r->data = (unsigned char *)r->page + PAGE;
 	if (!aux_prot)
 		return 0;
@@ -193,19 +231,33 @@ static int map_ring(struct ring *r, int aux_prot)
 	r->page->aux_offset = (1 + DATA_PAGES) * PAGE;
 	r->page->aux_size = r->aux_size;
 	r->aux = mmap(NULL, r->aux_size, aux_prot, MAP_SHARED, r->fd, r->page->aux_offset);
-	if (r->aux == MAP_FAILED)
+	if (r->aux == MAP_FAILED) {
+		r->aux = NULL;
 		return -errno;
+	}
 	return 0;
+}
+
+static void unmap_ring(struct ring *r)
+{
+	if (r->aux)
+		munmap(r->aux, r->aux_size);
+	if (r->page)
+		munmap(r->page, (1 + DATA_PAGES) * PAGE);
+	r->aux = NULL;
+	r->page = NULL;
 }
 
 static void workload(int ms)
 {
 	struct timespec s, t;
+	unsigned long x = 0;
+
 	clock_gettime(CLOCK_MONOTONIC, &s);
-	volatile unsigned long x = 0;
 	do {
 		for (int i = 0; i < 10000; i++)
 			x += i * 7;
+		__asm__ volatile("" : : "r"(x)); /* keep the loop */
 		getppid(); /* a trip into the kernel */
 		clock_gettime(CLOCK_MONOTONIC, &t);
 	} while ((t.tv_sec - s.tv_sec) * 1000 + (t.tv_nsec - s.tv_nsec) / 1000000 < ms);
@@ -226,12 +278,13 @@ static void base_attr(struct perf_event_attr *a, uint32_t type, uint64_t config)
 /* Reads every record of the data ring; calls f for each. */
 static void read_records(struct ring *r, void (*f)(void *, const unsigned char *, size_t), void *ctx)
 {
+	static unsigned char rec[65536];
 	uint64_t head = __atomic_load_n(&r->page->data_head, __ATOMIC_ACQUIRE);
 	uint64_t tail = r->page->data_tail;
 	size_t size = DATA_PAGES * PAGE;
-	static unsigned char rec[65536];
+	struct perf_event_header h;
+
 	while (tail < head) {
-		struct perf_event_header h;
 		for (size_t i = 0; i < sizeof(h); i++)
 			((unsigned char *)&h)[i] = r->data[(tail + i) % size];
 		if (h.size < 8)
@@ -257,20 +310,37 @@ struct sample_check {
 static unsigned long lost_records;
 static int exclude_kernel_check; /* the snapshot case running excludes the kernel */
 
+/* Prints where a sample's AUX data went wrong (DIAG_BAD set, first few). */
+static void diagnose(const unsigned char *p, uint64_t aux, const struct decoded *one, int synced)
+{
+	static int shown;
+	size_t at = synced ? one->bad_at : 0;
+
+	if (!getenv("DIAG_BAD") || shown++ >= 4)
+		return;
+	printf("DIAG %s at %zu of %llu (kernel IPs %lu):", synced ? "bad packet" : "no PSB", at,
+	       (unsigned long long)aux, one->kernel_ips);
+	for (size_t k = at > 24 ? at - 24 : 0; k < at + 24 && k < aux; k++)
+		printf("%s%02x", k == at ? " [" : " ", p[k]);
+	printf("\n");
+}
+
 static void check_sample(void *ctx, const unsigned char *r, size_t n)
 {
 	struct sample_check *checks = ctx, *c = NULL;
+	struct decoded one = { 0 };
+	uint64_t id, aux, lost, last_ip = 0;
 	uint32_t type;
+	int synced;
+
 	memcpy(&type, r, 4);
 	if (type == PERF_RECORD_LOST && n >= 24) {
-		uint64_t lost;
 		memcpy(&lost, r + 16, 8);
 		lost_records += lost;
 		return;
 	}
 	if (type != PERF_RECORD_SAMPLE || n < 8 + 4 * 8)
 		return;
-	uint64_t id, aux;
 	memcpy(&id, r + 8, 8); /* IDENTIFIER */
 	for (int i = 0; i < 2; i++)
 		if (checks[i].id == id)
@@ -285,29 +355,17 @@ static void check_sample(void *ctx, const unsigned char *r, size_t n)
 	if (aux == 0)
 		return;
 	c->with_aux++;
-	/* TSCs must not go back within one snapshot (snapshots overlap, so
-	 * the next one may start earlier than this one ends). */
-	struct decoded one = { 0 };
-	uint64_t last_ip = 0;
-	int synced = decode(r + 8 + 5 * 8, aux, &one, &last_ip);
-
+	/*
+	 * TSCs must not go back within one snapshot (snapshots overlap, so
+	 * the next one may start earlier than this one ends).
+	 */
+	synced = decode(r + 8 + 5 * 8, aux, &one, &last_ip);
 	if (synced)
 		c->with_psb++;
 	else if (aux >= PSB_PERIOD + 256)
 		one.bad++; /* a large snapshot without a PSB */
-	if ((one.bad || (exclude_kernel_check && one.kernel_ips)) && getenv("DIAG_BAD")) {
-		static int shown;
-		const unsigned char *p = r + 48;
-		size_t at = synced ? one.bad_at : 0;
-
-		if (shown++ < 4) {
-			printf("DIAG %s at %zu of %llu (kernel IPs %lu):", synced ? "bad packet" : "no PSB",
-			       at, (unsigned long long)aux, one.kernel_ips);
-			for (size_t k = at > 24 ? at - 24 : 0; k < at + 24 && k < aux; k++)
-				printf("%s%02x", k == at ? " [" : " ", p[k]);
-			printf("\n");
-		}
-	}
+	if (one.bad || (exclude_kernel_check && one.kernel_ips))
+		diagnose(r + 8 + 5 * 8, aux, &one, synced);
 	c->d.packets += one.packets;
 	c->d.psbs += one.psbs;
 	c->d.tips += one.tips;
@@ -320,9 +378,50 @@ static void check_sample(void *ctx, const unsigned char *r, size_t n)
 	c->d.user_ips += one.user_ips;
 }
 
+static void report_sample_check(const struct sample_check *c, int exclude_kernel)
+{
+	const struct decoded *d = &c->d;
+
+	if (c->samples == 0 || c->with_aux == 0)
+		FAIL(c->name, "%lu samples, %lu with AUX data", c->samples, c->with_aux);
+	else if (c->bad_size)
+		FAIL(c->name, "%d AUX sizes break the kernel's rules", c->bad_size);
+	else if (d->bad || d->bad_ip || d->tsc_back)
+		FAIL(c->name, "bad packets %d, implausible IPs %d, TSCs going back %d", d->bad,
+		     d->bad_ip, d->tsc_back);
+	else if (d->tips + d->fups == 0 || d->tscs == 0)
+		FAIL(c->name, "no TIP/FUP or TSC in %lu payloads", c->with_psb);
+	else if (exclude_kernel && (d->kernel_ips || !d->user_ips))
+		FAIL(c->name, "exclude_kernel, yet %lu kernel and %lu user addresses", d->kernel_ips,
+		     d->user_ips);
+	else if (!exclude_kernel && (!d->kernel_ips || !d->user_ips))
+		FAIL(c->name, "%lu kernel and %lu user addresses: both are traced", d->kernel_ips,
+		     d->user_ips);
+	else
+		printf("PASS %s: %lu samples, %lu with AUX data, %lu decoded (%lu packets, %lu TIP, %lu FUP, %lu TSC; %lu kernel, %lu user addresses), %lu records lost\n",
+		       c->name, c->samples, c->with_aux, c->with_psb, d->packets, d->tips, d->fups,
+		       d->tscs, d->kernel_ips, d->user_ips, lost_records);
+}
+
 static void snapshot_case(int type, int exclude_kernel)
 {
+	struct {
+		uint64_t config, period, aux;
+		const char *name;
+	} samplers[2] = {
+		{ PERF_COUNT_SW_CPU_CLOCK, 200000, 4096,
+		  exclude_kernel ? "snapshot exclude_kernel cpu-clock 4096" : "snapshot cpu-clock 4096" },
+		{ PERF_COUNT_SW_TASK_CLOCK, 2000000, 65536,
+		  exclude_kernel ? "snapshot exclude_kernel task-clock 65536" :
+				   "snapshot task-clock 65536" },
+	};
+	struct sample_check checks[2];
 	struct perf_event_attr a;
+	struct ring lr = { 0 };
+	int fds[2] = { -1, -1 };
+	int r;
+
+	memset(checks, 0, sizeof(checks));
 	base_attr(&a, type, PT_CONFIG_TSC);
 	a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_IDENTIFIER;
 	a.sample_id_all = 1;
@@ -330,24 +429,16 @@ static void snapshot_case(int type, int exclude_kernel)
 	a.exclude_kernel = exclude_kernel;
 	exclude_kernel_check = exclude_kernel;
 	lost_records = 0;
-	struct ring lr = { 0 };
 	lr.fd = peo(&a, -1);
 	if (lr.fd < 0) {
 		FAIL("snapshot", "perf_event_open(perfaux_pt): %s", strerror(errno));
 		return;
 	}
-	int r = map_ring(&lr, PROT_READ); /* read-only AUX: snapshot mode */
+	r = map_ring(&lr, PROT_READ); /* read-only AUX: snapshot mode */
 	if (r) {
 		FAIL("snapshot", "mmap: %s", strerror(-r));
-		return;
+		goto out;
 	}
-	struct { uint64_t config, period, aux; const char *name; } samplers[2] = {
-		{ PERF_COUNT_SW_CPU_CLOCK, 200000, 4096,
-		  exclude_kernel ? "snapshot exclude_kernel cpu-clock 4096" : "snapshot cpu-clock 4096" },
-		{ PERF_COUNT_SW_TASK_CLOCK, 2000000, 65536,
-		  exclude_kernel ? "snapshot exclude_kernel task-clock 65536" : "snapshot task-clock 65536" },
-	};
-	int fds[2];
 	for (int i = 0; i < 2; i++) {
 		base_attr(&a, PERF_TYPE_SOFTWARE, samplers[i].config);
 		a.sample_period = samplers[i].period;
@@ -356,52 +447,35 @@ static void snapshot_case(int type, int exclude_kernel)
 		a.sample_id_all = 1;
 		a.aux_sample_size = samplers[i].aux;
 		fds[i] = peo(&a, lr.fd);
-		if (fds[i] < 0 || ioctl(fds[i], PERF_EVENT_IOC_SET_OUTPUT, lr.fd)) {
-			FAIL(samplers[i].name, "open/set_output: %s", strerror(errno));
-			return;
+		if (fds[i] < 0 || ioctl(fds[i], PERF_EVENT_IOC_SET_OUTPUT, lr.fd) ||
+		    ioctl(fds[i], PERF_EVENT_IOC_ID, &checks[i].id)) {
+			FAIL(samplers[i].name, "open/set_output/id: %s", strerror(errno));
+			goto out;
 		}
-	}
-	struct sample_check checks[2];
-	memset(checks, 0, sizeof(checks));
-	for (int i = 0; i < 2; i++) {
-		ioctl(fds[i], PERF_EVENT_IOC_ID, &checks[i].id);
 		checks[i].name = samplers[i].name;
 		checks[i].aux_sample_size = samplers[i].aux;
 		checks[i].aux_buffer = lr.aux_size;
 	}
-	ioctl(lr.fd, PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP);
+	if (ioctl(lr.fd, PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP)) {
+		FAIL("snapshot", "enable: %s", strerror(errno));
+		goto out;
+	}
 	for (int round = 0; round < 40; round++) {
 		workload(10);
 		read_records(&lr, check_sample, checks); /* keep up with the samples */
 	}
-	ioctl(lr.fd, PERF_EVENT_IOC_DISABLE, PERF_IOC_FLAG_GROUP);
-	read_records(&lr, check_sample, checks);
-	for (int i = 0; i < 2; i++) {
-		struct sample_check c = checks[i];
-		if (c.samples == 0 || c.with_aux == 0)
-			FAIL(c.name, "%lu samples, %lu with AUX data", c.samples, c.with_aux);
-		else if (c.bad_size)
-			FAIL(c.name, "%d AUX sizes break the kernel's rules", c.bad_size);
-		else if (c.d.bad || c.d.bad_ip || c.d.tsc_back)
-			FAIL(c.name, "bad packets %d, implausible IPs %d, TSCs going back %d", c.d.bad,
-			     c.d.bad_ip, c.d.tsc_back);
-		else if (c.d.tips + c.d.fups == 0 || c.d.tscs == 0)
-			FAIL(c.name, "no TIP/FUP or TSC in %lu payloads", c.with_psb);
-		else if (exclude_kernel && (c.d.kernel_ips || !c.d.user_ips))
-			FAIL(c.name, "exclude_kernel, yet %lu kernel and %lu user addresses", c.d.kernel_ips,
-			     c.d.user_ips);
-		else if (!exclude_kernel && (!c.d.kernel_ips || !c.d.user_ips))
-			FAIL(c.name, "%lu kernel and %lu user addresses: both are traced", c.d.kernel_ips,
-			     c.d.user_ips);
-		else
-			printf("PASS %s: %lu samples, %lu with AUX data, %lu decoded (%lu packets, %lu TIP, %lu FUP, %lu TSC; %lu kernel, %lu user addresses), %lu records lost\n",
-			       c.name, c.samples, c.with_aux, c.with_psb, c.d.packets, c.d.tips, c.d.fups,
-			       c.d.tscs, c.d.kernel_ips, c.d.user_ips, lost_records);
+	if (ioctl(lr.fd, PERF_EVENT_IOC_DISABLE, PERF_IOC_FLAG_GROUP)) {
+		FAIL("snapshot", "disable: %s", strerror(errno));
+		goto out;
 	}
-	close(fds[0]);
-	close(fds[1]);
-	munmap(lr.aux, lr.aux_size);
-	munmap(lr.page, (1 + DATA_PAGES) * PAGE);
+	read_records(&lr, check_sample, checks);
+	for (int i = 0; i < 2; i++)
+		report_sample_check(&checks[i], exclude_kernel);
+out:
+	for (int i = 0; i < 2; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	unmap_ring(&lr);
 	close(lr.fd);
 }
 
@@ -413,11 +487,12 @@ struct aux_records {
 static void count_aux(void *ctx, const unsigned char *r, size_t n)
 {
 	struct aux_records *a = ctx;
+	uint64_t size, flags;
 	uint32_t type;
+
 	memcpy(&type, r, 4);
 	if (type != PERF_RECORD_AUX || n < 32)
 		return;
-	uint64_t size, flags;
 	memcpy(&size, r + 16, 8);
 	memcpy(&flags, r + 24, 8);
 	a->records++;
@@ -426,44 +501,57 @@ static void count_aux(void *ctx, const unsigned char *r, size_t n)
 		a->truncated++;
 }
 
+/* Appends the AUX bytes from aux_tail to aux_head to stream, and frees them. */
+static void drain_aux(struct ring *r, unsigned char *stream, size_t cap, size_t *len)
+{
+	uint64_t head = __atomic_load_n(&r->page->aux_head, __ATOMIC_ACQUIRE);
+	uint64_t tail = r->page->aux_tail;
+
+	for (; tail < head && *len < cap; tail++)
+		stream[(*len)++] = r->aux[tail % r->aux_size];
+	__atomic_store_n(&r->page->aux_tail, tail, __ATOMIC_RELEASE);
+}
+
 static void full_case(int type)
 {
+	static unsigned char stream[4 << 20];
+	struct aux_records ar = { 0 };
 	struct perf_event_attr a;
+	struct ring lr = { 0 };
+	struct decoded d = { 0 };
+	uint64_t last_ip = 0;
+	size_t len = 0;
+	int r;
+
 	base_attr(&a, type, PT_CONFIG_TSC);
 	a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_IDENTIFIER;
 	a.sample_id_all = 1;
 	a.disabled = 1;
-	struct ring lr = { 0 };
 	lr.fd = peo(&a, -1);
 	if (lr.fd < 0) {
 		FAIL("full-trace", "perf_event_open: %s", strerror(errno));
 		return;
 	}
-	int r = map_ring(&lr, PROT_READ | PROT_WRITE); /* writable AUX: full trace */
+	r = map_ring(&lr, PROT_READ | PROT_WRITE); /* writable AUX: full trace */
 	if (r) {
 		FAIL("full-trace", "mmap: %s", strerror(-r));
-		return;
+		goto out;
 	}
-	static unsigned char stream[4 << 20];
-	size_t len = 0;
-	struct aux_records ar = { 0 };
-	ioctl(lr.fd, PERF_EVENT_IOC_ENABLE, 0);
+	if (ioctl(lr.fd, PERF_EVENT_IOC_ENABLE, 0)) {
+		FAIL("full-trace", "enable: %s", strerror(errno));
+		goto out;
+	}
 	for (int round = 0; round < 20; round++) {
 		workload(20);
 		read_records(&lr, count_aux, &ar);
-		uint64_t head = __atomic_load_n(&lr.page->aux_head, __ATOMIC_ACQUIRE);
-		uint64_t tail = lr.page->aux_tail;
-		for (; tail < head && len < sizeof(stream); tail++)
-			stream[len++] = lr.aux[tail % lr.aux_size];
-		__atomic_store_n(&lr.page->aux_tail, tail, __ATOMIC_RELEASE);
+		drain_aux(&lr, stream, sizeof(stream), &len);
 	}
-	ioctl(lr.fd, PERF_EVENT_IOC_DISABLE, 0);
+	if (ioctl(lr.fd, PERF_EVENT_IOC_DISABLE, 0)) {
+		FAIL("full-trace", "disable: %s", strerror(errno));
+		goto out;
+	}
 	read_records(&lr, count_aux, &ar);
-	uint64_t head = __atomic_load_n(&lr.page->aux_head, __ATOMIC_ACQUIRE);
-	for (uint64_t tail = lr.page->aux_tail; tail < head && len < sizeof(stream); tail++)
-		stream[len++] = lr.aux[tail % lr.aux_size];
-	struct decoded d = { 0 };
-	uint64_t last_ip = 0;
+	drain_aux(&lr, stream, sizeof(stream), &len);
 	if (ar.records == 0 || len == 0)
 		FAIL("full-trace", "%lu PERF_RECORD_AUX, %zu bytes", ar.records, len);
 	else if (ar.bytes != len)
@@ -477,33 +565,38 @@ static void full_case(int type)
 	else
 		printf("PASS full-trace: %lu PERF_RECORD_AUX (%lu truncated), %zu bytes decoded (%lu packets, %lu PSB, %lu TIP, %lu FUP, %lu TSC)\n",
 		       ar.records, ar.truncated, len, d.packets, d.psbs, d.tips, d.fups, d.tscs);
-	munmap(lr.aux, lr.aux_size);
-	munmap(lr.page, (1 + DATA_PAGES) * PAGE);
+out:
+	unmap_ring(&lr);
 	close(lr.fd);
 }
 
 static void error_cases(void)
 {
 	struct perf_event_attr a;
+	struct ring r = { 0 };
+	int leader, fd, m;
+
 	base_attr(&a, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK);
 	a.sample_period = 100000;
-	int leader = peo(&a, -1);
+	leader = peo(&a, -1);
 	base_attr(&a, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK);
 	a.sample_period = 100000;
 	a.sample_type = PERF_SAMPLE_AUX;
 	a.aux_sample_size = 4096;
-	int fd = peo(&a, leader);
+	fd = peo(&a, leader);
 	if (leader < 0 || fd >= 0 || errno != EINVAL)
 		FAIL("aux_sample_size without an AUX leader", "open gave %d (%s)", fd, strerror(errno));
 	else
 		printf("PASS aux_sample_size without an AUX leader: EINVAL\n");
-	struct ring r = { 0 };
+	if (fd >= 0)
+		close(fd);
 	r.fd = leader;
-	int m = map_ring(&r, PROT_READ);
+	m = map_ring(&r, PROT_READ);
 	if (m != -EOPNOTSUPP)
 		FAIL("AUX mmap on a software event", "mmap gave %d", m);
 	else
 		printf("PASS AUX mmap on a software event: EOPNOTSUPP\n");
+	unmap_ring(&r);
 	close(leader);
 }
 
@@ -514,8 +607,10 @@ static long peo_on(struct perf_event_attr *a, pid_t pid, int cpu, int group)
 	return syscall(SYS_perf_event_open, a, pid, cpu, group, 0);
 }
 
-/* A snapshot-mode group: a perfaux_pt leader and a cpu-clock sampler with
- * PERF_SAMPLE_AUX writing into the leader's ring. */
+/*
+ * A snapshot-mode group: a perfaux_pt leader and a cpu-clock sampler with
+ * PERF_SAMPLE_AUX writing into the leader's ring.
+ */
 struct group {
 	int leader, sampler;
 	struct ring r;
@@ -589,8 +684,10 @@ static int group_enable(struct group *g, int on)
 		     PERF_IOC_FLAG_GROUP);
 }
 
-/* Samples of g's sampler read from its ring, and how many carried AUX
- * data that decodes; pid_only: count only that process's samples. */
+/*
+ * Samples of g's sampler read from its ring, and how many carried AUX
+ * data that decodes; pid_only: count only that process's samples.
+ */
 struct tally {
 	uint64_t id;
 	pid_t pid_only;
@@ -781,8 +878,10 @@ static void fault_close(int type, int leader_first)
 	pass_after(type, name, "closed while running");
 }
 
-/* A child that waits for the go on a pipe, works, then exits (or execs
- * this checker with --spin, which works and exits). */
+/*
+ * A child that waits for the go on a pipe, works, then exits (or execs
+ * this checker with --spin, which works and exits).
+ */
 static pid_t spawn(int *go, int do_exec)
 {
 	int p[2];
@@ -923,8 +1022,10 @@ static void fault_churn(int type, int per_cpu)
 				return;
 			}
 			workload(1 + i % 3);
-			/* Every ending in turn: unmap AUX first, close first,
-			 * or disable first. */
+			/*
+			 * Every ending in turn: unmap AUX first, close first,
+			 * or disable first.
+			 */
 			switch (i % 3) {
 			case 0:
 				munmap(g.r.aux, g.r.aux_size);
@@ -1053,7 +1154,7 @@ static const struct fault_case {
 /* Runs the fault cases whose key is `only` (NULL: all). */
 static void fault_suite(int type, const char *only)
 {
-	for (size_t i = 0; i < sizeof(fault_cases) / sizeof(fault_cases[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(fault_cases); i++)
 		if (!only || strcmp(only, fault_cases[i].key) == 0)
 			fault_cases[i].run(type, fault_cases[i].arg);
 }
@@ -1067,6 +1168,7 @@ int main(int argc, char **argv)
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	int type = pmu_type();
+
 	if (type < 0) {
 		printf("FAIL perfaux_pt: no such PMU in /sys/bus/event_source/devices\n");
 		return 1;
