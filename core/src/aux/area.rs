@@ -67,7 +67,11 @@ pub struct AuxArea<'a, P = ()> {
 
 // SAFETY: the area's raw pointers are to caller memory valid for 'a (the
 // constructor's contract) and its state is atomic; it may move to the CPU
-// that owns it. Not Sync: its local words are same-CPU only.
+// that owns it. It is not Sync, so safe Rust cannot share it between
+// threads; C and kernel users do share it, within these rules: `unmap`,
+// `is_mapped` and `is_released` run on any CPU and touch only the atomics
+// `mapped` and `refcount`; the local words (`head`, `wakeup`, `nest`,
+// `in_sampling`) belong to the CPU of the AUX event.
 unsafe impl<P: Send> Send for AuxArea<'_, P> {}
 
 impl<'a, P> AuxArea<'a, P> {
