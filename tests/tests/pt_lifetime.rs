@@ -248,5 +248,17 @@ fn a_migrating_event_an_aux_munmap_and_a_new_buffer() {
     cpu.del(&info(&attr, 8), 0);
     let bytes = buffer_bytes(&aux2);
     assert_eq!(&bytes[..16], &PSB, "a new event's trace starts with a PSB+");
+    // Nothing of event 7's packet state: packet generation is off until the
+    // new event's TIP.PGE, so its PSB+ holds no FUP (no stale IP).
+    let mut i = 16;
+    while bytes[i..i + 2] != [0x02, 0x23] {
+        i += match (bytes[i], bytes[i + 1]) {
+            (0x99, _) => 2,    // MODE
+            (0x19, _) => 8,    // TSC
+            (0x02, 0x03) => 4, // CBR
+            (b, _) if b & 0x1f == 0x1d => panic!("a FUP in the first PSB+ at {i}"),
+            other => panic!("an unexpected packet {other:02x?} in the PSB+ at {i}"),
+        };
+    }
     assert!(decodes(&bytes[..kernel2.head.get() as usize]));
 }
