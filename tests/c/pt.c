@@ -49,6 +49,19 @@ static void current_task(void *ctx, uint32_t *pid, uint32_t *tid)
 	*tid = 43;
 }
 
+/* The warn hook: what the engine reported, once per site. */
+static char last_warning[256];
+static unsigned warnings;
+
+static void on_warn(const char *msg, size_t len)
+{
+	if (len >= sizeof(last_warning))
+		len = sizeof(last_warning) - 1;
+	memcpy(last_warning, msg, len);
+	last_warning[len] = 0;
+	warnings++;
+}
+
 static int has_psb(const unsigned char *b, size_t n)
 {
 	for (size_t i = 0; i + 16 <= n; i++)
@@ -130,7 +143,12 @@ static void snapshot_mode(void)
 	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 1, 1 << 10, 0), 0);
 	EXPECT(perfaux_pt_add(&pt, PERFAUX_EF_START, 1, 1 << 10, 0), -EBUSY);
 	EXPECT(perfaux_pt_cpu_fini(&pt), -EBUSY);
-	EXPECT(perfaux_pt_buffer_fini(&buf), -EBUSY); /* a transaction holds it */
+	/* A transaction holds it: refused, and the warn hook counts it (the
+	 * kernel never frees a buffer a transaction holds). */
+	uint64_t warns = perfaux_warn_count();
+	EXPECT(perfaux_pt_buffer_fini(&buf), -EBUSY);
+	CHECK(perfaux_warn_count() == warns + 1);
+	CHECK(warnings == 1 && strstr(last_warning, "free_aux") != NULL);
 	EXPECT(run_program(&pt, 20000), 0); /* a snapshot buffer raises no PMI */
 	int64_t written = perfaux_pt_written(&pt);
 	CHECK(written > AUX_PAGES * PAGE); /* it wrapped */
@@ -435,6 +453,7 @@ static void bad_inputs(void)
 
 int main(void)
 {
+	perfaux_set_warn_hook(on_warn);
 	snapshot_mode();
 	full_mode();
 	bad_inputs();
