@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! `perfaux record`: runs the simulated machine and writes perf.data.
 
-use std::fs::File;
-use std::io::BufWriter;
-use std::path::PathBuf;
+use std::io::{BufWriter, Write as _};
+use std::ops::ControlFlow;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+use tempfile::NamedTempFile;
 
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -166,15 +171,13 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             args.output.display()
         ));
     }
-    // Opened first, so that a bad path fails before the run (and before
-    // the output is touched).
-    let truth_file = args
-        .truth
-        .as_ref()
-        .map(|p| File::create(p).map_err(|e| format!("cannot create {}: {e}", p.display())))
-        .transpose()?;
-    let file = File::create(&args.output)
-        .map_err(|e| format!("cannot create {}: {e}", args.output.display()))?;
+    // Every output is written to a temporary file beside it and renamed
+    // into place only when the run has succeeded: a failed, full-disk or
+    // killed run leaves the previous files as they were. The temporary
+    // files are created first, so a bad path fails before the run.
+    let truth_file = args.truth.as_deref().map(staged).transpose()?;
+    let file = staged(&args.output)?;
+    let stop = interrupt_flag();
     let started = Instant::now();
     // Hidden until the run has taken a second: short runs print no bar.
     let bar = ProgressBar::with_draw_target(Some(1000), ProgressDrawTarget::hidden());
@@ -183,6 +186,12 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             .map_err(|e| e.to_string())?,
     );
     let mut shown = false;
+    let failed = |e: &dyn std::fmt::Display| {
+        format!(
+            "writing {}: {e} (nothing was replaced)",
+            args.output.display()
+        )
+    };
     let (summary, out, outputs) = sim::record(&config, BufWriter::new(file), &mut |p| {
         if !args.quiet && !shown && started.elapsed() > Duration::from_secs(1) {
             bar.set_draw_target(ProgressDrawTarget::stderr());
@@ -190,23 +199,35 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         }
         bar.set_position((p.fraction * 1000.0) as u64);
         bar.set_message(format!("{} samples", p.samples));
-    })?;
+        if stop.load(Ordering::Relaxed) {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })
+    .map_err(|e| failed(&e))?;
     bar.finish_and_clear();
-    out.into_inner()
-        .map_err(|e| format!("writing {}: {}", args.output.display(), e.error()))?
-        .sync_all()
-        .map_err(|e| format!("writing {}: {e}", args.output.display()))?;
-    std::fs::write(&elf_path, &outputs.elf)
-        .map_err(|e| format!("writing {}: {e}", elf_path.display()))?;
+    let file = out.into_inner().map_err(|e| failed(e.error()))?;
+    file.as_file().sync_all().map_err(|e| failed(&e))?;
     let vmlinux = binary_path(&args.output, ".perfaux-vmlinux")?;
+    let mut side = vec![(elf_path.clone(), outputs.elf.clone())];
     if let Some(k) = &outputs.kernel_elf {
-        std::fs::write(&vmlinux, k).map_err(|e| format!("writing {}: {e}", vmlinux.display()))?;
+        side.push((vmlinux.clone(), k.clone()));
+    }
+    for (path, bytes) in &side {
+        let mut f = staged(path)?;
+        f.write_all(bytes)
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+        place(f, path, false)?;
     }
     if let (Some(mut f), Some(t), Some(p)) = (truth_file, &outputs.truth, &args.truth) {
-        use std::io::Write as _;
         f.write_all(t.as_bytes())
             .map_err(|e| format!("writing {}: {e}", p.display()))?;
+        place(f, p, false)?;
     }
+    // perf record's check_backup: an existing non-empty output becomes
+    // `<output>.old` (the older `.old` goes).
+    let backup = place(file, &args.output, true)?;
     let took = started.elapsed().as_secs_f64();
     if !args.quiet {
         let file_bytes = std::fs::metadata(&args.output)
@@ -249,6 +270,13 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             summary.samples as f64 / took
         );
         println!("  program   {}", elf_path.display());
+        if let Some(old) = &backup {
+            println!(
+                "  previous  {} (was {})",
+                old.display(),
+                args.output.display()
+            );
+        }
         let vm = if outputs.kernel_elf.is_some() {
             format!(" --vmlinux {}", vmlinux.display())
         } else {
@@ -259,5 +287,84 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             args.output.display()
         );
     }
+    if summary.interrupted {
+        // One line even with --quiet: the file is valid, and shorter than asked.
+        eprintln!(
+            "perfaux: interrupted after {:.1} ms simulated: {} is complete and holds {} samples",
+            summary.simulated_ns as f64 / 1e6,
+            args.output.display(),
+            summary.samples
+        );
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A temporary file beside `path` (same directory, so the final rename
+/// stays on one file system), removed if it is dropped unplaced.
+fn staged(path: &Path) -> Result<NamedTempFile, String> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| format!("{}: not a file name", path.display()))?;
+    tempfile::Builder::new()
+        .prefix(&format!(".{}.", name.to_string_lossy()))
+        .suffix(".tmp")
+        // The mode `File::create` gives (open(2) applies the umask), not
+        // the temporary file's 0600.
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(dir)
+        .map_err(|e| {
+            // The OS's words, without the temporary name tempfile adds.
+            let cause = e.raw_os_error().map_or_else(
+                || e.to_string(),
+                |n| std::io::Error::from_raw_os_error(n).to_string(),
+            );
+            format!("cannot create {}: {cause}", path.display())
+        })
+}
+
+/// Renames the finished `file` to `path`; with `backup`, an existing
+/// non-empty `path` is first renamed to `<path>.old`, which is returned.
+fn place(file: NamedTempFile, path: &Path, backup: bool) -> Result<Option<PathBuf>, String> {
+    let mut old = None;
+    if backup && std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() > 0) {
+        let mut name = path.as_os_str().to_owned();
+        name.push(".old");
+        let name = PathBuf::from(name);
+        std::fs::rename(path, &name).map_err(|e| {
+            format!(
+                "cannot move {} to {}: {e} (the new recording is not written)",
+                path.display(),
+                name.display()
+            )
+        })?;
+        old = Some(name);
+    }
+    file.persist(path).map_err(|e| {
+        format!(
+            "cannot rename the finished file to {}: {}",
+            path.display(),
+            e.error
+        )
+    })?;
+    Ok(old)
+}
+
+/// Set once Ctrl-C (SIGINT) arrives: the run then stops at its next round
+/// and writes a complete, shorter file. A second Ctrl-C ends the process at
+/// once (the previous files stay as they were).
+fn interrupt_flag() -> Arc<AtomicBool> {
+    let flag = Arc::new(AtomicBool::new(false));
+    let seen = Arc::clone(&flag);
+    // Failing to install the handler leaves Ctrl-C's default: nothing is
+    // replaced either way.
+    let _installed = ctrlc::set_handler(move || {
+        if seen.swap(true, Ordering::Relaxed) {
+            std::process::exit(130);
+        }
+    });
+    flag
 }

@@ -30,8 +30,10 @@ fn config(aux_pages: usize) -> Config {
 /// last, its whole data); past that it may hold up to 7 bytes of zero
 /// padding, as `perf record` pads.
 fn check(aux_pages: usize) -> (usize, Vec<String>) {
-    let (_, out, outputs) =
-        sim::record(&config(aux_pages), Cursor::new(Vec::new()), &mut |_| {}).unwrap();
+    let (_, out, outputs) = sim::record(&config(aux_pages), Cursor::new(Vec::new()), &mut |_| {
+        std::ops::ControlFlow::Continue(())
+    })
+    .unwrap();
     let bytes = out.into_inner();
     let file = PerfData::parse(&bytes).unwrap();
     let mut per_cpu: Vec<Vec<(u64, Vec<u8>)>> = vec![Vec::new(); outputs.streams.len()];

@@ -20,6 +20,7 @@ pub mod truth;
 
 use std::cell::{Cell, RefCell};
 use std::io::{Seek, Write};
+use std::ops::ControlFlow;
 
 use perfaux::PmuCaps;
 use perfaux::abi::{PerfEventAttr, attr_flags, aux_flags, misc, record_type, sample_type as st};
@@ -229,6 +230,8 @@ pub struct Summary {
     pub simulated_ns: u64,
     /// Bytes of the data section.
     pub data_bytes: u64,
+    /// The progress callback stopped the run before its end.
+    pub interrupted: bool,
 }
 
 /// How far a run has come, for a progress bar.
@@ -412,7 +415,7 @@ impl Programs {
 pub fn record<W: Write + Seek>(
     config: &Config,
     out: W,
-    progress: &mut dyn FnMut(Progress),
+    progress: &mut dyn FnMut(Progress) -> ControlFlow<()>,
 ) -> Result<(Summary, W, Outputs), String> {
     config.check()?;
     let cpus = config.cpus;
@@ -633,6 +636,7 @@ pub fn record<W: Write + Seek>(
         sink.drain(&memories[c], c, config.mode, &platforms[c], truth)
     };
     let mut round = 0u64;
+    let mut interrupted = false;
     loop {
         for (c, state) in states.iter_mut().enumerate() {
             machine.run_quantum(c, state);
@@ -656,10 +660,16 @@ pub fn record<W: Write + Seek>(
             Stop::Duration(ns) => (round * QUANTUM / CYCLES_PER_NS) as f64 / ns as f64,
             Stop::Samples(n) => sink.summary.samples as f64 / n as f64,
         };
-        progress(Progress {
+        let go_on = progress(Progress {
             fraction: done.min(1.0),
             samples: sink.summary.samples,
         });
+        if go_on.is_break() {
+            // Stopped early (Ctrl-C): the run ends as a finished one does,
+            // so the file is complete, only shorter.
+            interrupted = true;
+            break;
+        }
         if done >= 1.0 {
             break;
         }
@@ -674,6 +684,7 @@ pub fn record<W: Write + Seek>(
     }
     sink.write(&finished_round())?;
     let mut summary = sink.summary;
+    summary.interrupted = interrupted;
     summary.simulated_ns = round * QUANTUM / CYCLES_PER_NS;
     summary.trace_bytes = tracers.iter().map(SoftTracer::written).sum();
     summary.lost_samples = samplers.iter().map(Event::lost_samples).sum();

@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! `perfaux record` never destroys or half-writes a file: the output is
+//! written beside the target and renamed into place on success, an existing
+//! recording is kept as `<output>.old` (perf's `check_backup`), a run that
+//! dies (here: killed for exceeding its file-size limit) leaves the previous
+//! file byte for byte, and Ctrl-C stops the run cleanly with a complete,
+//! shorter file and one line saying so.
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{perfaux, record, text};
+use perfaux_cli::perfdata::PerfData;
+
+/// Files in `dir` whose names start with `.` (the temporary outputs).
+fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect()
+}
+
+fn parses(path: &Path) -> usize {
+    let bytes = std::fs::read(path).unwrap();
+    let file = PerfData::parse(&bytes).expect("a complete perf.data");
+    file.records()
+        .inspect(|r| assert!(r.is_ok(), "a record does not parse"))
+        .count()
+}
+
+#[test]
+fn an_existing_recording_is_kept_as_old() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("perf.data");
+    record(&out, &["--samples", "50", "--seed", "1", "--quiet"]);
+    let first = std::fs::read(&out).unwrap();
+    let o = record(&out, &["--samples", "60", "--seed", "2"]);
+    assert!(
+        text(&o.stdout).contains("perf.data.old (was"),
+        "{}",
+        text(&o.stdout)
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("perf.data.old")).unwrap(),
+        first
+    );
+    assert!(parses(&out) > 0);
+    assert!(
+        leftovers(dir.path()).is_empty(),
+        "{:?}",
+        leftovers(dir.path())
+    );
+    // A third run replaces the older .old, as perf does.
+    let second = std::fs::read(&out).unwrap();
+    record(&out, &["--samples", "10", "--quiet"]);
+    assert_eq!(
+        std::fs::read(dir.path().join("perf.data.old")).unwrap(),
+        second
+    );
+}
+
+#[test]
+fn a_run_that_dies_leaves_the_previous_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("perf.data");
+    record(&out, &["--samples", "50", "--quiet"]);
+    let before = std::fs::read(&out).unwrap();
+    // prlimit: writing past 1 MB kills the run (SIGXFSZ) in the middle.
+    let bin = assert_cmd::cargo::cargo_bin("perfaux");
+    let status = std::process::Command::new("prlimit")
+        .arg("--fsize=1000000")
+        .arg(&bin)
+        .args(["record", "--duration", "200ms", "--quiet", "-o"])
+        .arg(&out)
+        .stderr(Stdio::null())
+        .status()
+        .expect("prlimit (util-linux) runs");
+    assert!(!status.success(), "the run was meant to die: {status:?}");
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        before,
+        "the old file is intact"
+    );
+    assert!(!dir.path().join("perf.data.old").exists());
+}
+
+#[test]
+fn a_bad_directory_is_named_and_nothing_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("missing").join("perf.data");
+    let o = perfaux()
+        .args(["record", "--samples", "10", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains(&format!("cannot create {}: No such file", out.display())),
+        "{err}"
+    );
+    assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
+}
+
+#[test]
+fn ctrl_c_writes_a_complete_shorter_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("perf.data");
+    let bin = assert_cmd::cargo::cargo_bin("perfaux");
+    let child = std::process::Command::new(&bin)
+        .args(["record", "--duration", "10s", "--quiet", "-o"])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Running: a temporary output has appeared beside the target.
+    let started = Instant::now();
+    while leftovers(dir.path()).is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(20), "never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.starts_with("perfaux: interrupted after "), "{err}");
+    assert!(parses(&out) > 0, "the file is complete");
+    assert!(
+        leftovers(dir.path()).is_empty(),
+        "{:?}",
+        leftovers(dir.path())
+    );
+    // It holds fewer samples than the full 10 s would.
+    let check = perfaux()
+        .arg("dump")
+        .arg("--check")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(check.status.code(), Some(0), "{}", text(&check.stdout));
+}
