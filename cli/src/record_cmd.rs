@@ -19,6 +19,8 @@ use perfaux_cli::sim::{self, Config, Counter, Mode, Stop};
 
 /// Simulate PT-style AUX sampling on N CPUs and write a perf.data file.
 #[derive(Args, Debug)]
+// A negative number is a bad value of its option, not an unknown flag.
+#[command(allow_negative_numbers = true)]
 #[command(after_help = "Examples:
   perfaux record                                  4 CPUs, 20 ms, snapshot mode, perf.data
   perfaux record --samples 1000 --seed 7 -o a.data
@@ -33,7 +35,7 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = 4)]
     cpus: usize,
     /// Simulated time to run, e.g. 20ms, 1s, 500us.
-    #[arg(long, value_parser = parse_duration, conflicts_with = "samples")]
+    #[arg(long, value_parser = parse_duration, conflicts_with = "samples", allow_hyphen_values = true)]
     duration: Option<u64>,
     /// Stop once this many samples are written.
     #[arg(long)]
@@ -165,6 +167,14 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         .ok_or_else(|| format!("{}: not a UTF-8 path", elf_path.display()))?
         .to_owned();
     config.check()?;
+    let max_aux = sim::max_aux_per_sample(&config);
+    if config.mode == Mode::Snapshot && config.aux_sample_size > max_aux {
+        // perf record refuses more than 60 KiB; the kernel clamps. Say so.
+        eprintln!(
+            "perfaux: warning: --aux-sample-size {}: a sample is at most 65535 bytes, so each carries at most {max_aux} bytes of trace (the kernel's clamp)",
+            config.aux_sample_size
+        );
+    }
     if args.truth.as_deref() == Some(args.output.as_path()) {
         return Err(format!(
             "--truth {}: that is the output file",

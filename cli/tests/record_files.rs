@@ -150,3 +150,49 @@ fn ctrl_c_writes_a_complete_shorter_file() {
         .unwrap();
     assert_eq!(check.status.code(), Some(0), "{}", text(&check.stdout));
 }
+
+#[test]
+fn limits_are_refused_or_warned_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("perf.data");
+    let run = |args: &[&str]| {
+        perfaux()
+            .args(["record", "--samples", "20", "--quiet", "-o"])
+            .arg(&out)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    // 16 GiB of AUX areas: refused before anything is allocated or written.
+    let o = run(&["--aux-pages", "1048576"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("16.0 GiB of buffers"),
+        "{}",
+        text(&o.stderr)
+    );
+    // A data ring too small for one sample: every sample would be lost.
+    let o = run(&["--data-pages", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("takes 4160 bytes, more than the 4096-byte data ring"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(!out.exists(), "nothing written for a refused run");
+    // The kernel's clamp of aux_sample_size, said in one line.
+    let o = run(&["--aux-sample-size", "70000"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        text(&o.stderr).trim(),
+        "perfaux: warning: --aux-sample-size 70000: a sample is at most 65535 bytes, so each carries at most 65464 bytes of trace (the kernel's clamp)"
+    );
+    // Negative numbers: a bad value of the option, not the usage dump.
+    let o = run(&["--cpus", "-1"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert!(
+        err.starts_with("error: invalid value '-1' for '--cpus <CPUS>'") && !err.contains("Usage:"),
+        "{err}"
+    );
+}

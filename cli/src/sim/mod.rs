@@ -194,6 +194,32 @@ impl Config {
         if self.counters.is_empty() {
             return Err("no sampling event".into());
         }
+        let buffers = self.cpus as u64 * (self.aux_pages as u64 + self.data_pages as u64) * 4096;
+        if buffers > MAX_BUFFER_BYTES {
+            return Err(format!(
+                "--aux-pages {} --data-pages {} on {} CPUs: {:.1} GiB of buffers, above the {} GiB the simulator takes (perf record is held to perf_event_mlock_kb the same way)",
+                self.aux_pages,
+                self.data_pages,
+                self.cpus,
+                buffers as f64 / (1u64 << 30) as f64,
+                MAX_BUFFER_BYTES >> 30
+            ));
+        }
+        if self.mode == Mode::Snapshot {
+            let aux = self
+                .aux_sample_size
+                .min(max_aux_per_sample(self))
+                .min((self.aux_pages * 4096).min(u32::MAX as usize) as u32)
+                & !7;
+            let sample = (sample_fixed_bytes(self) + aux) as usize;
+            if sample > self.data_pages * 4096 {
+                return Err(format!(
+                    "--data-pages {}: a sample with {aux} bytes of trace takes {sample} bytes, more than the {}-byte data ring holds: every sample would be lost",
+                    self.data_pages,
+                    self.data_pages * 4096
+                ));
+            }
+        }
         match self.stop {
             Stop::Duration(0) | Stop::Samples(0) => {
                 Err("nothing to record: zero duration or samples".into())
@@ -333,6 +359,23 @@ pub fn sampler_attr(counter: Counter, config: &Config) -> PerfEventAttr {
         a.flags |= attr_flags::EXCLUDE_KERNEL | attr_flags::EXCLUDE_HV;
     }
     a
+}
+
+/// The most memory a run's data rings and AUX areas take, all CPUs together.
+pub const MAX_BUFFER_BYTES: u64 = 4 << 30;
+
+/// The most AUX bytes one sample of `config`'s samplers carries: a sample
+/// is at most 65535 bytes, so the kernel clamps `aux_sample_size` to what
+/// fits beside the other fields, rounded down to 8 (`perf_prepare_sample`).
+pub fn max_aux_per_sample(config: &Config) -> u32 {
+    (65535 - sample_fixed_bytes(config)) & !7
+}
+
+/// The bytes of a sample besides its AUX data: the header, the fields
+/// (every one these samplers carry is 8 bytes) and the AUX size word.
+fn sample_fixed_bytes(config: &Config) -> u32 {
+    let attr = sampler_attr(Counter::Cycles, config);
+    8 + 8 * (attr.sample_type & !st::AUX).count_ones() + 8
 }
 
 /// The ids: the leader of CPU `cpu`, then its samplers.
