@@ -192,8 +192,10 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
     // Hidden until the run has taken a second: short runs print no bar.
     let bar = ProgressBar::with_draw_target(Some(1000), ProgressDrawTarget::hidden());
     bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed}] {wide_bar} {percent:>3}% {msg}")
-            .map_err(|e| e.to_string())?,
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed}] {wide_bar} {percent:>3}% ETA {eta} {msg}",
+        )
+        .map_err(|e| e.to_string())?,
     );
     let mut shown = false;
     let failed = |e: &dyn std::fmt::Display| {
@@ -208,7 +210,11 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             shown = true;
         }
         bar.set_position((p.fraction * 1000.0) as u64);
-        bar.set_message(format!("{} samples", p.samples));
+        bar.set_message(format!(
+            "{} samples, {:.1} MiB",
+            p.samples,
+            p.bytes as f64 / (1024.0 * 1024.0)
+        ));
         if stop.load(Ordering::Relaxed) {
             ControlFlow::Break(())
         } else {

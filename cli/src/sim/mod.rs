@@ -267,6 +267,8 @@ pub struct Progress {
     pub fraction: f64,
     /// Samples written so far.
     pub samples: u64,
+    /// Bytes of records written so far (the file's data section).
+    pub bytes: u64,
 }
 
 /// The platform of one simulated CPU: its id, its clock and the thread on it.
@@ -706,6 +708,7 @@ pub fn record<W: Write + Seek>(
         let go_on = progress(Progress {
             fraction: done.min(1.0),
             samples: sink.summary.samples,
+            bytes: sink.writer.data_size(),
         });
         if go_on.is_break() {
             // Stopped early (Ctrl-C): the run ends as a finished one does,
