@@ -898,8 +898,10 @@ int perfaux_event_check(const void *attr,
  * and the AUX head and tail words there. `config` NULL: all defaults.
  *
  * Returns 0, `-EINVAL` for a NULL or misaligned `area` or `user_page`, no
- * pages, a page count that is not a power of two, a NULL page, unknown
- * flags or reserved fields, `-EBUSY` if `area` is initialized.
+ * pages, a page count that is not a power of two, a NULL page or one that
+ * is not 4 KiB aligned (AUX pages are pages, as the kernel's are: a PT
+ * PMU's ToPA tables can only address whole pages), unknown flags or
+ * reserved fields, `-EBUSY` if `area` is initialized.
  *
  * # Safety
  * `area` must be valid for writes of `sizeof(struct perfaux_aux_area)`

@@ -352,6 +352,7 @@ static void bad_inputs(void)
 	bad_flags.flags = 0x10;
 	bad_reserved.reserved = 1;
 	void *null_page[AUX_PAGES] = { aux[0], NULL, aux[2], aux[3] };
+	void *odd_page[AUX_PAGES] = { aux[0], (char *)aux[1] + 64, aux[2], aux[3] };
 	perfaux_aux_ops ops = { cb_begin, cb_flag, cb_end, NULL }, no_begin = ops;
 	no_begin.begin = NULL;
 	perfaux_phys_map half = { half_phys, NULL, NULL };
@@ -374,6 +375,7 @@ static void bad_inputs(void)
 		{ "aux init: no pages", perfaux_aux_area_init(&no_area, user, aux, 0, NULL), -EINVAL },
 		{ "aux init: 3 pages", perfaux_aux_area_init(&no_area, user, aux, 3, NULL), -EINVAL },
 		{ "aux init: a NULL page", perfaux_aux_area_init(&no_area, user, null_page, AUX_PAGES, NULL), -EINVAL },
+		{ "aux init: a page not 4 KiB aligned", perfaux_aux_area_init(&no_area, user, odd_page, AUX_PAGES, NULL), -EINVAL },
 		{ "aux init: unknown flags", perfaux_aux_area_init(&no_area, user, aux, AUX_PAGES, &bad_flags), -EINVAL },
 		{ "aux init: reserved field", perfaux_aux_area_init(&no_area, user, aux, AUX_PAGES, &bad_reserved), -EINVAL },
 		{ "aux fini: never initialized", perfaux_aux_area_fini(&no_area), -EINVAL },

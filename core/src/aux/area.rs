@@ -84,7 +84,9 @@ impl<'a, P> AuxArea<'a, P> {
     /// `private` is what the PMU's `setup_aux` made of the pages.
     ///
     /// Errors: `EINVAL` for no pages, a count that is not a power of two, a
-    /// null or misaligned page, or a null/misaligned user page.
+    /// null page or one that is not 4 KiB aligned (AUX pages are whole
+    /// pages, as the kernel's are; ToPA tables address nothing smaller), or
+    /// a null/misaligned user page.
     ///
     /// # Safety
     /// `user_page` must be the live ring's user page and each page valid for
@@ -102,7 +104,9 @@ impl<'a, P> AuxArea<'a, P> {
         let n = pages.len();
         if n == 0
             || !n.is_power_of_two()
-            || pages.iter().any(|p| p.is_null() || (*p as usize) % 8 != 0)
+            || pages
+                .iter()
+                .any(|p| p.is_null() || (*p as usize) % PAGE_SIZE != 0)
         {
             return Err(Error::Invalid);
         }
