@@ -122,6 +122,14 @@ fn run_c(name: &str) -> String {
     stdout
 }
 
+/// The README's C quick start builds with the documented command line and
+/// runs clean under valgrind.
+#[test]
+fn the_c_quick_start_runs() {
+    let out = run_c("quickstart");
+    assert!(out.contains("a 256-byte snapshot taken"), "{out}");
+}
+
 #[test]
 fn ring_writes_reader_lost_records_and_bad_inputs() {
     let out = run_c("ring");
