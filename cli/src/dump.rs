@@ -208,8 +208,8 @@ pub fn describe(file: &PerfData<'_>, record: &Record<'_>) -> (String, Option<Str
     );
     match record.header.type_ {
         record_type::SAMPLE => {
-            let id = first_id(file, r);
-            match file.event_of(id) {
+            let id = sample_id(file, r).unwrap_or(0);
+            match file.event_for(Some(id)) {
                 Some(e) => match parse_sample(&e.attr, r) {
                     Ok(s) => {
                         let _ = write!(line, " {}", e.name);
@@ -357,12 +357,24 @@ pub fn describe(file: &PerfData<'_>, record: &Record<'_>) -> (String, Option<Str
 }
 
 /// The id a sample names first (IDENTIFIER), or the only event's.
-fn first_id(file: &PerfData<'_>, r: &[u8]) -> u64 {
-    match file.events.first() {
-        Some(e) if e.attr.sample_type & st::IDENTIFIER != 0 => word(r, 8),
-        Some(e) => e.ids.first().copied().unwrap_or(0),
-        None => 0,
+/// The id a sample names, where perf finds it (`evsel__calc_id_pos`): the
+/// first word with `PERF_SAMPLE_IDENTIFIER`, else with `PERF_SAMPLE_ID`
+/// after IP, TID, TIME and ADDR; `None` when the samples carry no id.
+/// perf requires every event of a file to agree on that position.
+fn sample_id(file: &PerfData<'_>, r: &[u8]) -> Option<u64> {
+    let t = file.events.first()?.attr.sample_type;
+    if t & st::IDENTIFIER != 0 {
+        return (r.len() >= 16).then(|| word(r, 8));
     }
+    if t & st::ID == 0 {
+        return None;
+    }
+    let before = [st::IP, st::TID, st::TIME, st::ADDR]
+        .iter()
+        .filter(|&&b| t & b != 0)
+        .count();
+    let at = 8 + 8 * before;
+    (r.len() >= at + 8).then(|| word(r, at))
 }
 
 /// Whether a record type is the kernel's (and so carries a trailer).
@@ -469,9 +481,9 @@ pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
             }
             record_type::SAMPLE => {
                 rep.samples += 1;
-                let id = first_id(file, r);
-                let Some(e) = file.event_of(id) else {
-                    bad(format!("a sample of unknown id {id}"));
+                let id = sample_id(file, r);
+                let Some(e) = file.event_for(id) else {
+                    bad(format!("a sample of unknown id {}", id.unwrap_or(0)));
                     continue;
                 };
                 match parse_sample(&e.attr, r) {
@@ -539,7 +551,7 @@ pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
                 match parse_trailer(&file.events[0].attr, r) {
                     Err(err) => bad(format!("{}: {err}", record_name(t))),
                     Ok(tr) => {
-                        if let Some(id) = tr.id.filter(|&id| file.event_of(id).is_none()) {
+                        if let Some(id) = tr.id.filter(|&id| file.event_for(Some(id)).is_none()) {
                             bad(format!("{} names unknown id {id}", record_name(t)));
                         }
                         if let (Some(cpu), Some(time)) = (tr.cpu, tr.time) {

@@ -32,8 +32,21 @@ pub fn run(args: &DumpArgs) -> Result<ExitCode, String> {
         .map_err(|e| format!("cannot read {}: {e}", args.file.display()))?;
     let name = args.file.display();
     let file = PerfData::parse(&bytes).map_err(|e| format!("{name}: {e}"))?;
+    // A file cut short: its complete records, then one line saying so.
+    let cut_short = |records: u64| {
+        file.truncated.as_ref().map(|why| {
+            format!(
+                "{name}: truncated: {why}; the {records} complete records before the cut were read"
+            )
+        })
+    };
     if args.check {
-        let report = check(&file).map_err(|e| format!("{name}: {e}"))?;
+        let mut report = check(&file).map_err(|e| format!("{name}: {e}"))?;
+        if let Some(line) = cut_short(report.records) {
+            report
+                .violations
+                .push(line.trim_start_matches(&format!("{name}: ")).to_owned());
+        }
         let mut out = std::io::stdout().lock();
         let printed = (|| -> std::io::Result<()> {
             for v in &report.violations {
@@ -129,7 +142,9 @@ pub fn run(args: &DumpArgs) -> Result<ExitCode, String> {
             )?;
         }
         let mut first_problem = None;
+        let mut complete = 0u64;
         for record in file.records() {
+            complete += 1;
             match record {
                 Ok(r) => {
                     let (line, problem) = describe(&file, &r);
@@ -141,9 +156,10 @@ pub fn run(args: &DumpArgs) -> Result<ExitCode, String> {
                 Err(e) => return Ok(Err(format!("{name}: {e}"))),
             }
         }
-        Ok(match first_problem {
-            Some(p) => Err(format!("{name}: {p}")),
-            None => Ok(()),
+        Ok(match (first_problem, cut_short(complete)) {
+            (Some(p), _) => Err(format!("{name}: {p}")),
+            (None, Some(line)) => Err(line),
+            (None, None) => Ok(()),
         })
     })();
     match result {

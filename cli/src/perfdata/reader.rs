@@ -48,6 +48,11 @@ pub struct PerfData<'a> {
     pub features: Features,
     /// The bits set in the feature bitmap.
     pub feature_bits: Vec<u32>,
+    /// The file ends inside its data section (a copy cut short, a recording
+    /// killed before its header was rewritten): what is missing. The
+    /// complete records before the cut are read; the features, which follow
+    /// the data, are not.
+    pub truncated: Option<String>,
 }
 
 fn u64_at(b: &[u8], at: usize) -> u64 {
@@ -89,7 +94,12 @@ impl<'a> PerfData<'a> {
         let (attrs_off, attrs_size) = (u64_at(bytes, 24), u64_at(bytes, 32));
         let (data_off, data_size) = (u64_at(bytes, 40), u64_at(bytes, 48));
         let attrs = section(bytes, attrs_off, attrs_size, "attrs")?;
-        let data = section(bytes, data_off, data_size, "data")?;
+        let (data, truncated) = match section(bytes, data_off, data_size, "data") {
+            Ok(d) => (d, None),
+            // Cut inside the data: the complete records are still there.
+            Err(e) if data_off <= bytes.len() as u64 => (&bytes[data_off as usize..], Some(e.0)),
+            Err(e) => return Err(e),
+        };
         if attr_size < 16 + 64 || attr_size > 16 + PERF_ATTR_SIZE as u64 {
             return err(format!(
                 "attr_size {attr_size}: an attr of {} bytes is not one perf writes",
@@ -130,7 +140,7 @@ impl<'a> PerfData<'a> {
         let mut features = Features::default();
         let mut feature_bits = Vec::new();
         let mut table = data_off + data_size;
-        for bit in 0..feature::BITS {
+        for bit in (0..feature::BITS).filter(|_| truncated.is_none()) {
             let byte = bytes[HEADER_SIZE - 32 + bit as usize / 8];
             if byte & (1 << (bit % 8)) == 0 {
                 continue;
@@ -164,6 +174,7 @@ impl<'a> PerfData<'a> {
             data_offset: data_off,
             features,
             feature_bits,
+            truncated,
         })
     }
 
@@ -174,12 +185,26 @@ impl<'a> PerfData<'a> {
             at: 0,
             base: self.data_offset,
             failed: false,
+            cut: self.truncated.is_some(),
         }
     }
 
     /// The event whose instances include `id`.
     pub fn event_of(&self, id: u64) -> Option<&FileEvent> {
         self.events.iter().find(|e| e.ids.contains(&id))
+    }
+
+    /// The event a record belongs to by perf's rule (`evlist__event2evsel`):
+    /// the first event when the file has one, when the record carries no
+    /// id, or when its id is 0 ("synthesized events have an id of zero":
+    /// the MMAP and COMM records perf writes for tasks that already ran);
+    /// else the event whose instances include the id.
+    pub fn event_for(&self, id: Option<u64>) -> Option<&FileEvent> {
+        match id {
+            _ if self.events.len() == 1 => self.events.first(),
+            None | Some(0) => self.events.first(),
+            Some(id) => self.event_of(id),
+        }
     }
 }
 
@@ -197,12 +222,15 @@ pub struct Record<'a> {
     pub payload: &'a [u8],
 }
 
-/// The iterator of [`PerfData::records`]; stops after the first error.
+/// The iterator of [`PerfData::records`]; stops after the first error,
+/// and in a truncated file quietly at the first incomplete record.
 pub struct Records<'a> {
     data: &'a [u8],
     at: usize,
     base: u64,
     failed: bool,
+    /// The data section is cut short (`PerfData::truncated`).
+    cut: bool,
 }
 
 impl<'a> Iterator for Records<'a> {
@@ -219,6 +247,9 @@ impl<'a> Iterator for Records<'a> {
             Some(err(format!("record at {offset:#x}: {msg}")))
         };
         if rest.len() < 8 {
+            if self.cut {
+                return None;
+            }
             return fail(
                 self,
                 format!("a truncated header ({} bytes left)", rest.len()),
@@ -234,6 +265,9 @@ impl<'a> Iterator for Records<'a> {
             return fail(self, format!("size {size} is smaller than its header"));
         }
         if size > rest.len() {
+            if self.cut {
+                return None;
+            }
             return fail(
                 self,
                 format!(
@@ -254,6 +288,7 @@ impl<'a> Iterator for Records<'a> {
                 .filter(|&l| l <= rest.len() - size)
             {
                 Some(l) => payload = &rest[size..size + l],
+                None if self.cut => return None,
                 None => {
                     return fail(
                         self,
