@@ -31,6 +31,11 @@ pub fn run(args: &DumpArgs) -> Result<ExitCode, String> {
     let bytes = std::fs::read(&args.file)
         .map_err(|e| format!("cannot read {}: {e}", args.file.display()))?;
     let name = args.file.display();
+    // perf record -z: the compressed records unpacked first.
+    let bytes = match perfaux_cli::perfdata::inflate(&bytes).map_err(|e| format!("{name}: {e}"))? {
+        Some(unpacked) => unpacked,
+        None => bytes,
+    };
     let file = PerfData::parse(&bytes).map_err(|e| format!("{name}: {e}"))?;
     // A file cut short: its complete records, then one line saying so.
     let cut_short = |records: u64| {

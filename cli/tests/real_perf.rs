@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! `perfaux dump` on files real perf writes: a corpus made by the machine's
 //! own `perf record` (one event; `-a`; `-g`; two events; `--switch-events`;
-//! a copy cut in the middle of its data), checked against `perf script`.
-//! Not covered yet: `-z` (zstd-compressed records) and pipe mode (`-o -`).
+//! `-z`, zstd-compressed records; a copy cut in the middle of its data),
+//! checked against `perf script`. Not covered yet: pipe mode (`-o -`).
 
 mod common;
 
@@ -92,6 +92,7 @@ fn dump_reads_what_perf_record_writes() {
         ("graph.data", &["-g", "-e", "cpu-clock"]),
         ("two.data", &["-e", "task-clock,cpu-clock"]),
         ("switch.data", &["--switch-events", "-e", "cpu-clock"]),
+        ("zstd.data", &["-z", "-e", "cpu-clock"]),
     ];
     for (name, args) in cases {
         let path = dir.path().join(name);

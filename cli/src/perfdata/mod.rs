@@ -6,11 +6,13 @@
 //! with every length checked.
 
 mod features;
+mod inflate;
 mod reader;
 mod sample;
 mod writer;
 
 pub use features::{BuildId, Features, GroupDesc};
+pub use inflate::inflate;
 pub use reader::{FileEvent, FormatError, PerfData, Record, Records};
 pub use sample::{ParsedSample, SampleIdTrailer, parse_sample, parse_trailer, trailer_size};
 pub use writer::{Writer, WriterEvent};
