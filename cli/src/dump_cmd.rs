@@ -40,18 +40,12 @@ pub fn run(args: &DumpArgs) -> Result<ExitCode, String> {
     // A file cut short: its complete records, then one line saying so.
     let cut_short = |records: u64| {
         file.truncated.as_ref().map(|why| {
-            format!(
-                "{name}: truncated: {why}; the {records} complete records before the cut were read"
-            )
+            format!("truncated: {why}; the {records} complete records before the cut were read")
         })
     };
     if args.check {
         let mut report = check(&file).map_err(|e| format!("{name}: {e}"))?;
-        if let Some(line) = cut_short(report.records) {
-            report
-                .violations
-                .push(line.trim_start_matches(&format!("{name}: ")).to_owned());
-        }
+        report.violations.extend(cut_short(report.records));
         let mut out = std::io::stdout().lock();
         let printed = (|| -> std::io::Result<()> {
             for v in &report.violations {
@@ -163,7 +157,7 @@ pub fn run(args: &DumpArgs) -> Result<ExitCode, String> {
         }
         Ok(match (first_problem, cut_short(complete)) {
             (Some(p), _) => Err(format!("{name}: {p}")),
-            (None, Some(line)) => Err(line),
+            (None, Some(line)) => Err(format!("{name}: {line}")),
             (None, None) => Ok(()),
         })
     })();

@@ -226,11 +226,11 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
     let file = out.into_inner().map_err(|e| failed(e.error()))?;
     file.as_file().sync_all().map_err(|e| failed(&e))?;
     let vmlinux = binary_path(&args.output, ".perfaux-vmlinux")?;
-    let mut side = vec![(elf_path.clone(), outputs.elf.clone())];
+    let mut side: Vec<(&Path, &[u8])> = vec![(&elf_path, &outputs.elf)];
     if let Some(k) = &outputs.kernel_elf {
-        side.push((vmlinux.clone(), k.clone()));
+        side.push((&vmlinux, k));
     }
-    for (path, bytes) in &side {
+    for (path, bytes) in side {
         let mut f = staged(path)?;
         f.write_all(bytes)
             .map_err(|e| format!("writing {}: {e}", path.display()))?;
@@ -311,6 +311,8 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             args.output.display(),
             summary.samples
         );
+        // perf record, stopped by SIGINT, also writes its file and exits 130.
+        return Ok(ExitCode::from(130));
     }
     Ok(ExitCode::SUCCESS)
 }

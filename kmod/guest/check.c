@@ -627,16 +627,12 @@ static long peo_on(struct perf_event_attr *a, pid_t pid, int cpu, int group)
 struct group {
 	int leader, sampler;
 	struct ring r;
-	size_t ring_len;
 	uint64_t id;
 };
 
 static void group_close(struct group *g)
 {
-	if (g->r.aux && g->r.aux != MAP_FAILED)
-		munmap(g->r.aux, g->r.aux_size);
-	if (g->r.page && g->r.page != MAP_FAILED)
-		munmap(g->r.page, g->ring_len);
+	unmap_ring(&g->r);
 	if (g->sampler >= 0)
 		close(g->sampler);
 	if (g->leader >= 0)
@@ -663,7 +659,6 @@ static int group_open(struct group *g, int type, pid_t pid, int cpu, int inherit
 		goto fail;
 	/* The ring first: SET_OUTPUT needs the leader's buffer. */
 	g->r.fd = g->leader;
-	g->ring_len = (1 + DATA_PAGES) * PAGE;
 	if (map_ring(&g->r, PROT_READ))
 		goto fail;
 	base_attr(&a, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK);
@@ -695,6 +690,22 @@ static int group_enable(struct group *g, int on)
 {
 	return ioctl(g->leader, on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE,
 		     PERF_IOC_FLAG_GROUP);
+}
+
+/* group_open and group_enable; on failure a FAIL line for case `name`. */
+static int group_start(struct group *g, int type, pid_t pid, int cpu, int inherit,
+		       const char *name)
+{
+	if (group_open(g, type, pid, cpu, inherit)) {
+		FAIL(name, "open: %s", strerror(errno));
+		return -1;
+	}
+	if (group_enable(g, 1)) {
+		FAIL(name, "enable: %s", strerror(errno));
+		group_close(g);
+		return -1;
+	}
+	return 0;
 }
 
 /*
@@ -790,17 +801,13 @@ static void pass_after(int type, const char *name, const char *what)
 
 static void fault_munmap_aux(int type, int unused)
 {
-	(void)unused;
 	const char *name = "fault: munmap AUX while enabled, re-enable, re-mmap";
 	struct group g;
 	struct tally t = { 0 };
 
-	if (group_open(&g, type, 0, -1, 0)) {
-		FAIL(name, "open: %s", strerror(errno));
+	(void)unused;
+	if (group_start(&g, type, 0, -1, 0, name))
 		return;
-	}
-	if (group_enable(&g, 1))
-		goto fail_errno;
 	workload(20);
 	munmap(g.r.aux, g.r.aux_size);
 	g.r.aux = NULL;
@@ -849,24 +856,14 @@ fail_errno:
 
 static void fault_munmap_all(int type, int unused)
 {
-	(void)unused;
 	const char *name = "fault: munmap ring and AUX while enabled";
 	struct group g;
 
-	if (group_open(&g, type, 0, -1, 0)) {
-		FAIL(name, "open: %s", strerror(errno));
+	(void)unused;
+	if (group_start(&g, type, 0, -1, 0, name))
 		return;
-	}
-	if (group_enable(&g, 1)) {
-		FAIL(name, "enable: %s", strerror(errno));
-		group_close(&g);
-		return;
-	}
 	workload(20);
-	munmap(g.r.aux, g.r.aux_size);
-	munmap(g.r.page, g.ring_len);
-	g.r.aux = NULL;
-	g.r.page = NULL;
+	unmap_ring(&g.r);
 	workload(20);
 	group_close(&g);
 	pass_after(type, name, "the events ran on with no buffer");
@@ -878,15 +875,8 @@ static void fault_close(int type, int leader_first)
 					  "fault: close the sampler while enabled, then the leader";
 	struct group g;
 
-	if (group_open(&g, type, 0, -1, 0)) {
-		FAIL(name, "open: %s", strerror(errno));
+	if (group_start(&g, type, 0, -1, 0, name))
 		return;
-	}
-	if (group_enable(&g, 1)) {
-		FAIL(name, "enable: %s", strerror(errno));
-		group_close(&g);
-		return;
-	}
 	workload(20);
 	if (leader_first) {
 		close(g.leader);
@@ -942,12 +932,10 @@ static void fault_task(int type, int do_exec)
 		FAIL(name, "fork: %s", strerror(errno));
 		return;
 	}
-	if (group_open(&g, type, pid, -1, 0) || group_enable(&g, 1)) {
-		FAIL(name, "open: %s", strerror(errno));
+	if (group_start(&g, type, pid, -1, 0, name)) {
 		kill(pid, SIGKILL);
 		close(go);
 		waitpid(pid, &status, 0);
-		group_close(&g);
 		return;
 	}
 	t.id = g.id;
@@ -980,27 +968,24 @@ static int on_cpu(int cpu)
 
 static void fault_inherit(int type, int unused)
 {
-	(void)unused;
 	const char *name = "fault: fork with inherit";
 	struct group g;
 	struct tally t = { 0 };
 	int status;
 	pid_t pid;
 
+	(void)unused;
 	/*
 	 * As perf record does: per-CPU mmaps of a task's inherited events (an
 	 * inherited per-task event cannot be mmapped). The child inherits the
 	 * affinity, so it runs where the events are.
 	 */
-	if (on_cpu(0) || group_open(&g, type, 0, 0, 1)) {
-		FAIL(name, "open: %s", strerror(errno));
+	if (on_cpu(0)) {
+		FAIL(name, "sched_setaffinity: %s", strerror(errno));
 		return;
 	}
-	if (group_enable(&g, 1)) {
-		FAIL(name, "enable: %s", strerror(errno));
-		group_close(&g);
+	if (group_start(&g, type, 0, 0, 1, name))
 		return;
-	}
 	pid = fork();
 	if (pid == 0) {
 		workload(40);
@@ -1037,12 +1022,8 @@ static void fault_churn(int type, int per_cpu)
 		for (int i = 0; i < 100; i++, rounds++) {
 			struct group g;
 
-			if (group_open(&g, type, per_cpu ? -1 : 0, per_cpu ? cpu : -1, 0) ||
-			    group_enable(&g, 1)) {
-				FAIL(name, "round %d on CPU %d: %s", i, cpu, strerror(errno));
-				group_close(&g);
+			if (group_start(&g, type, per_cpu ? -1 : 0, per_cpu ? cpu : -1, 0, name))
 				return;
-			}
 			workload(1 + i % 3);
 			/*
 			 * Every ending in turn: unmap AUX first, close first,
@@ -1076,16 +1057,13 @@ static void fault_churn(int type, int per_cpu)
 
 static void fault_rmmod(int type, int unused)
 {
-	(void)unused;
 	const char *name = "fault: rmmod while events are open";
 	struct group g;
 	long r;
 
-	if (group_open(&g, type, 0, -1, 0) || group_enable(&g, 1)) {
-		FAIL(name, "open: %s", strerror(errno));
-		group_close(&g);
+	(void)unused;
+	if (group_start(&g, type, 0, -1, 0, name))
 		return;
-	}
 	workload(5);
 	r = syscall(SYS_delete_module, "perfaux_pt", O_NONBLOCK);
 	if (r == 0) {
@@ -1119,19 +1097,16 @@ static int cpu_online(int cpu, int on)
 
 static void fault_hotplug(int type, int unused)
 {
-	(void)unused;
 	const char *name = "fault: CPU 1 offline and online with a per-CPU group on it";
 	struct group g;
 
+	(void)unused;
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
 		FAIL(name, "one CPU online");
 		return;
 	}
-	if (group_open(&g, type, -1, 1, 0) || group_enable(&g, 1)) {
-		FAIL(name, "open: %s", strerror(errno));
-		group_close(&g);
+	if (group_start(&g, type, -1, 1, 0, name))
 		return;
-	}
 	workload(10);
 	if (cpu_online(1, 0)) {
 		FAIL(name, "offline: %s", strerror(errno));

@@ -36,13 +36,32 @@ struct KernelBuffer<'b> {
     mapped: Cell<Option<&'b PtBuffer<'b>>>,
     head: Cell<u64>,
     nest: Cell<bool>,
-    records: Cell<u32>,
+}
+
+impl<'b> KernelBuffer<'b> {
+    /// A freshly mapped buffer whose driver state is `buffer`.
+    fn mapping(buffer: &'b PtBuffer<'b>) -> Self {
+        KernelBuffer {
+            mapped: Cell::new(Some(buffer)),
+            head: Cell::new(0),
+            nest: Cell::new(false),
+        }
+    }
 }
 
 /// One CPU's handle on the buffer of the event running there.
 struct Handle<'k, 'b> {
     buffer: &'k KernelBuffer<'b>,
     open: Cell<bool>,
+}
+
+impl<'k, 'b> Handle<'k, 'b> {
+    fn on(buffer: &'k KernelBuffer<'b>) -> Self {
+        Handle {
+            buffer,
+            open: Cell::new(false),
+        }
+    }
 }
 
 // SAFETY: the buffer is borrowed for longer than the test's transactions;
@@ -74,7 +93,6 @@ unsafe impl<'b> AuxOutput for Handle<'_, 'b> {
             self.buffer.head.set(h);
         }
         self.buffer.nest.set(false);
-        self.buffer.records.set(self.buffer.records.get() + 1);
     }
 }
 
@@ -134,22 +152,8 @@ fn a_migrating_event_an_aux_munmap_and_a_new_buffer() {
     let mut tables = vec![TopaTable::new(); 1];
     // SAFETY: the memory outlives the buffer; only the tracers write it.
     let buffer = unsafe { PtBuffer::new(&mut tables, aux.pages(), true, &map) }.unwrap();
-    let kernel = KernelBuffer {
-        mapped: Cell::new(Some(&buffer)),
-        head: Cell::new(0),
-        nest: Cell::new(false),
-        records: Cell::new(0),
-    };
-    let handles = [
-        Handle {
-            buffer: &kernel,
-            open: Cell::new(false),
-        },
-        Handle {
-            buffer: &kernel,
-            open: Cell::new(false),
-        },
-    ];
+    let kernel = KernelBuffer::mapping(&buffer);
+    let handles = [Handle::on(&kernel), Handle::on(&kernel)];
     let cpus: Vec<_> = (0..2)
         .map(|c| PtPmu::with_output(&tracers[c], &map, &handles[c]))
         .collect();
@@ -223,23 +227,14 @@ fn a_migrating_event_an_aux_munmap_and_a_new_buffer() {
     assert!(cpus[1].is_stopped(), "no buffer: the event stays stopped");
     cpus[1].del(&info(&attr, 7), 0);
     assert_eq!(buffer_bytes(&aux), frozen, "no byte written after the stop");
-    kernel.mapped.set(None); // free_aux: nothing refers to the buffer any more
 
     // A new mmap (a new buffer) and a new event: a clean, decodable trace.
     let aux2 = AuxMemory::new(8, 0);
     let mut tables2 = vec![TopaTable::new(); 1];
     // SAFETY: as above.
     let buffer2 = unsafe { PtBuffer::new(&mut tables2, aux2.pages(), true, &map) }.unwrap();
-    let kernel2 = KernelBuffer {
-        mapped: Cell::new(Some(&buffer2)),
-        head: Cell::new(0),
-        nest: Cell::new(false),
-        records: Cell::new(0),
-    };
-    let handle2 = Handle {
-        buffer: &kernel2,
-        open: Cell::new(false),
-    };
+    let kernel2 = KernelBuffer::mapping(&buffer2);
+    let handle2 = Handle::on(&kernel2);
     let cpu = PtPmu::with_output(&tracers[1], &map, &handle2);
     cpu.add(&info(&attr, 8), ef::START).unwrap();
     for t in 0..10 {

@@ -6,70 +6,47 @@
 //! record replaced by the records it holds, the header's data size and the
 //! feature table's offsets moved to match, so the reader sees a plain file.
 
-use super::reader::FormatError;
-use super::user_record;
+use super::reader::{FormatError, PerfData, u64_at};
 
 /// `PERF_RECORD_COMPRESSED`.
 pub const COMPRESSED: u32 = 81;
 
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(w)
-}
-
 /// The file image with its compressed records unpacked, or `None` when it
-/// has none (or is not a file this can rewrite: the reader says why).
+/// has none (or is not a whole file this can rewrite: the reader, run on
+/// it as it is, says why).
 pub fn inflate(bytes: &[u8]) -> Result<Option<Vec<u8>>, FormatError> {
     const HEADER: usize = 104;
-    if bytes.len() < HEADER || &bytes[..8] != b"PERFILE2" {
-        return Ok(None);
-    }
-    let (data_off, data_size) = (u64_at(bytes, 40) as usize, u64_at(bytes, 48) as usize);
-    let Some(data_end) = data_off
-        .checked_add(data_size)
-        .filter(|&e| e <= bytes.len())
-    else {
+    let Ok(file) = PerfData::parse(bytes) else {
         return Ok(None);
     };
-    let data = &bytes[data_off..data_end];
-    // Walk the records once: any compressed ones?
-    let mut records = Vec::new();
-    let mut at = 0;
-    while at + 8 <= data.len() {
-        let type_ = u32::from_le_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]]);
-        let size = u16::from_le_bytes([data[at + 6], data[at + 7]]) as usize;
-        let mut end = at + size;
-        if size < 8 || end > data.len() {
-            return Ok(None); // malformed: the reader reports it
-        }
-        if type_ == user_record::AUXTRACE && size >= 16 {
-            end = end
-                .saturating_add(u64_at(data, at + 8) as usize)
-                .min(data.len());
-        }
-        records.push((type_, at, size, end));
-        at = end;
-    }
-    if !records.iter().any(|r| r.0 == COMPRESSED) {
+    if file.truncated.is_some() {
         return Ok(None);
     }
+    let Ok(records) = file.records().collect::<Result<Vec<_>, _>>() else {
+        return Ok(None);
+    };
+    if !records.iter().any(|r| r.header.type_ == COMPRESSED) {
+        return Ok(None);
+    }
+    let (data_off, data_size) = (file.data_offset as usize, file.data.len());
+    let data_end = data_off + data_size;
     let mut dctx = zstd_safe::DCtx::create();
-    let mut out = Vec::with_capacity(data.len() * 4);
-    for &(type_, start, size, end) in &records {
-        if type_ != COMPRESSED {
-            out.extend_from_slice(&data[start..end]);
+    let mut out = Vec::with_capacity(data_size * 4);
+    let mut chunk = vec![0u8; 1 << 16];
+    for r in &records {
+        if r.header.type_ != COMPRESSED {
+            out.extend_from_slice(r.bytes);
+            out.extend_from_slice(r.payload);
             continue;
         }
-        let mut input = zstd_safe::InBuffer::around(&data[start + 8..start + size]);
+        let mut input = zstd_safe::InBuffer::around(&r.bytes[8..]);
         while input.pos < input.src.len() {
-            let mut chunk = vec![0u8; 1 << 16];
             let mut output = zstd_safe::OutBuffer::around(chunk.as_mut_slice());
             dctx.decompress_stream(&mut output, &mut input)
                 .map_err(|code| {
                     FormatError(format!(
                         "the compressed record at {:#x} does not decompress: {}",
-                        data_off + start,
+                        r.offset,
                         zstd_safe::get_error_name(code)
                     ))
                 })?;

@@ -55,7 +55,8 @@ pub struct PerfData<'a> {
     pub truncated: Option<String>,
 }
 
-fn u64_at(b: &[u8], at: usize) -> u64 {
+/// The little-endian word at `b[at..at + 8]`.
+pub(super) fn u64_at(b: &[u8], at: usize) -> u64 {
     let mut w = [0u8; 8];
     w.copy_from_slice(&b[at..at + 8]);
     u64::from_le_bytes(w)

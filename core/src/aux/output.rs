@@ -127,11 +127,6 @@ impl<'x, 'a, B> AreaOutput<'x, 'a, B> {
         self.area
     }
 
-    /// The driver's state of the area, which its transactions hand out.
-    pub fn buffer(&self) -> &'x B {
-        self.buffer
-    }
-
     fn record_event(&self) -> FixedEvent {
         let mut event = self.event;
         if let (Some(p), Some(id)) = (self.platform, event.sample_id.as_mut()) {
