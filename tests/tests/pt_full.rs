@@ -2,7 +2,8 @@
 //! markers, ToPA PMIs, PERF_RECORD_AUX. A consumer that keeps up reads the
 //! whole stream through the records and aux_head/aux_tail; one that does not
 //! gets everything that was written, then a TRUNCATED record, and the event's
-//! disable is requested.
+//! disable is requested; one that reads now and then, re-enabling the event
+//! after each overflow, reads back every byte the tracer wrote.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -50,7 +51,20 @@ fn aux_tail(mem: &RingMemory) -> &AtomicU64 {
     unsafe { AtomicU64::from_ptr(std::ptr::addr_of_mut!((*mem.user_page()).aux_tail)) }
 }
 
-fn run(keep_up: bool) -> (Vec<u8>, Vec<u8>, Vec<u64>, bool) {
+/// How the consumer reads the AUX area.
+#[derive(Clone, Copy)]
+enum Consumer {
+    /// After every ToPA PMI.
+    KeepsUp,
+    /// Only at the end.
+    Never,
+    /// After every third PMI (so its tail stops where a PMI's skid left
+    /// the head, mid-page), re-enabling the event when the area overflowed
+    /// (PERF_EVENT_IOC_ENABLE after the kernel's disable).
+    Lags,
+}
+
+fn run(consumer: Consumer) -> (Vec<u8>, Vec<u8>, Vec<u64>, bool) {
     let mem = RingMemory::new(16, 0);
     let aux = AuxMemory::scattered(8); // eight 4 KiB regions
     with_pt(
@@ -76,6 +90,8 @@ fn run(keep_up: bool) -> (Vec<u8>, Vec<u8>, Vec<u64>, bool) {
 
             let mut received = Vec::new();
             let mut flags = Vec::new();
+            let mut pmis = 0;
+            let mut disabled = false;
             let consume = |received: &mut Vec<u8>, flags: &mut Vec<u64>| {
                 for (offset, size, f) in aux_records(&mem) {
                     flags.push(f);
@@ -89,14 +105,26 @@ fn run(keep_up: bool) -> (Vec<u8>, Vec<u8>, Vec<u64>, bool) {
                 tracer.trace(e);
                 if tracer.take_pmi() > 0 {
                     pt.handle_pmi();
-                    if keep_up {
-                        consume(&mut received, &mut flags);
+                    pmis += 1;
+                    match consumer {
+                        Consumer::KeepsUp => consume(&mut received, &mut flags),
+                        Consumer::Lags if pmis % 3 == 0 => {
+                            consume(&mut received, &mut flags);
+                            if area.take_disable_request() {
+                                disabled = true;
+                                pt.del(&info, ef::UPDATE);
+                                consume(&mut received, &mut flags);
+                                pt.add(&info, ef::START).unwrap();
+                                tracer.trace(TraceEvent::Enable(0x40_0000));
+                            }
+                        }
+                        _ => {}
                     }
                 }
             }
             pt.del(&info, ef::UPDATE);
             consume(&mut received, &mut flags);
-            let disabled = area.take_disable_request();
+            disabled |= area.take_disable_request();
             let stream = model.borrow().0.clone();
             (received, stream, flags, disabled)
         },
@@ -105,7 +133,7 @@ fn run(keep_up: bool) -> (Vec<u8>, Vec<u8>, Vec<u64>, bool) {
 
 #[test]
 fn a_consumer_that_keeps_up_reads_the_whole_stream() {
-    let (received, stream, flags, disabled) = run(true);
+    let (received, stream, flags, disabled) = run(Consumer::KeepsUp);
     assert!(
         stream.len() > 100_000,
         "the stream wrapped the 32 KiB area several times: {}",
@@ -126,7 +154,7 @@ fn a_consumer_that_keeps_up_reads_the_whole_stream() {
 
 #[test]
 fn a_consumer_that_falls_behind_gets_truncated_data_and_the_event_disabled() {
-    let (received, stream, flags, disabled) = run(false);
+    let (received, stream, flags, disabled) = run(Consumer::Never);
     assert!(
         received == stream,
         "what was written is all there, in order"
@@ -141,4 +169,27 @@ fn a_consumer_that_falls_behind_gets_truncated_data_and_the_event_disabled() {
         "{flags:x?}"
     );
     assert!(disabled, "the event's disable is requested");
+}
+
+#[test]
+fn a_consumer_that_lags_gets_back_every_byte_written_and_nothing_else() {
+    let (received, stream, flags, disabled) = run(Consumer::Lags);
+    let truncated = flags
+        .iter()
+        .filter(|f| *f & aux_flags::TRUNCATED != 0)
+        .count();
+    assert!(
+        truncated > 2,
+        "the area overflowed: {truncated} TRUNCATED records"
+    );
+    assert!(disabled);
+    assert!(
+        stream.len() > 100_000,
+        "re-enabled, the tracer went on: {} bytes",
+        stream.len()
+    );
+    // Had a STOP let the tracer pass the consumer's tail, the bytes read
+    // back from the area would be newer than those the tracer wrote there.
+    assert_eq!(received.len(), stream.len());
+    assert!(received == stream, "every byte written is read back intact");
 }

@@ -290,13 +290,19 @@ impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> PtPmu<'x, O> {
             return Err(Error::Invalid);
         }
         let nr_pages = buf.size() / PAGE_SIZE as u64;
-        let mut npages = space >> 12;
-        if (head + space + 1) % PAGE_SIZE as u64 == 0 {
-            npages += 1;
-        }
-        let stop_page = ((head >> 12) + npages) & (nr_pages - 1);
+        // The STOP goes on the region before the page holding the first
+        // byte the tracer must not write (`head + space + 1`, the consumer's
+        // tail a whole buffer on). Linux counts `(head >> PAGE_SHIFT) +
+        // (size >> PAGE_SHIFT)` (+1 when that byte starts a page), the same
+        // page when `head` is page-aligned, one page short when it is not
+        // (a PMI's skid, a restart after a stop); when `space` is under a
+        // page that puts the STOP on the region the tracer has just left,
+        // and it overwrites unread data until it wraps round to it. perfaux
+        // counts from the byte (a deliberate deviation, see the README).
+        let stop_abs = (head + space + 1) >> 12;
+        let stop_page = stop_abs & (nr_pages - 1);
         let wakeup = txn.wakeup >> 12;
-        let intr_page = ((head >> 12) + npages).wrapping_sub(1).min(wakeup) & (nr_pages - 1);
+        let intr_page = stop_abs.wrapping_sub(1).min(wakeup) & (nr_pages - 1);
         let stop = Self::entry_before_page(topa, stop_page);
         let intr = Self::entry_before_page(topa, intr_page);
         for t in 0..topa.tables().len() {
