@@ -183,6 +183,15 @@ pub struct PacketStream {
     clock: u64,
     ratio: u8,
     returns: ReturnStack,
+    /// Events fed so far.
+    events: u64,
+    /// The index of the event of the newest TNT bit gathered.
+    last_bit: u64,
+    /// The events a decoder has walked past once it has every packet handed
+    /// out so far: those up to the newest TNT bit flushed or IP packet put.
+    /// The events after them (direct jumps and calls, which make no packet,
+    /// among them) it reaches only with a later packet.
+    covered: u64,
 }
 
 impl PacketStream {
@@ -213,6 +222,9 @@ impl PacketStream {
             clock: 0,
             ratio: 0,
             returns: ReturnStack::EMPTY,
+            events: 0,
+            last_bit: 0,
+            covered: 0,
         }
     }
 
@@ -243,8 +255,37 @@ impl PacketStream {
         self.since_psb
     }
 
+    /// How many of the events fed last a decoder would not walk past with
+    /// the packets handed out so far: those after the newest TNT bit or IP
+    /// packet out (pending TNT bits, and direct jumps and calls, which make
+    /// no packet of their own). A tracer that loses the next packets loses
+    /// those events too.
+    pub fn unwritten_events(&self) -> u64 {
+        self.events - self.covered
+    }
+
+    /// The packets handed out since the output last took one were lost
+    /// (a ToPA STOP region filled): the stream starts over where a decoder
+    /// can find it again. The pending TNT bits go, packet generation is off
+    /// until the next TIP.PGE (the STOP cleared TriggerEn, which PacketEn
+    /// needs), the return stack and IP compression are forgotten, and the
+    /// next packet is a PSB+ (Intel PT may send one "for other
+    /// micro-architectural conditions", SDM vol. 3C, PSB packet); the time,
+    /// the core:bus ratio and the mode are kept, as the hardware keeps them.
+    pub fn resync(&mut self) {
+        self.tnt_bits = 0;
+        self.tnt_count = 0;
+        self.enabled = false;
+        self.returns.clear();
+        self.ip.reset();
+        self.since_psb = u64::MAX;
+        // What was not covered is lost (the caller accounts for it).
+        self.covered = self.events;
+    }
+
     /// Emits the packets for `event` into `sink`.
     pub fn feed(&mut self, event: TraceEvent, sink: &mut dyn PacketSink) {
+        self.events += 1;
         if self.since_psb >= self.psb_period {
             self.flush_tnt(sink);
             self.psb_plus(sink);
@@ -353,6 +394,9 @@ impl PacketStream {
             n if n <= SHORT_TNT_MAX => self.put(&[short_tnt(self.tnt_bits as u8, n)], sink),
             n => self.put(&long_tnt(self.tnt_bits, n), sink),
         }
+        if self.tnt_count > 0 {
+            self.covered = self.covered.max(self.last_bit + 1);
+        }
         self.tnt_bits = 0;
         self.tnt_count = 0;
     }
@@ -365,6 +409,8 @@ impl PacketStream {
     }
 
     fn tnt(&mut self, taken: bool, sink: &mut dyn PacketSink) {
+        // This event's (`feed` counted it already).
+        self.last_bit = self.events - 1;
         self.tnt_bits = (self.tnt_bits << 1) | u64::from(taken);
         self.tnt_count += 1;
         if self.tnt_count == LONG_TNT_MAX {
@@ -387,7 +433,10 @@ impl PacketStream {
         self.ip.reset();
         self.returns.clear();
         if self.enabled && self.config.branches {
+            // A decoder walks to this FUP, past every event before the
+            // current one.
             self.ip_packet(IpPacket::Fup, Some(self.current_ip), sink);
+            self.covered = self.covered.max(self.events.saturating_sub(1));
         }
         self.put(&mode_exec(self.mode), sink);
         if self.config.tsc {
@@ -397,10 +446,12 @@ impl PacketStream {
         self.put(&PSBEND, sink);
     }
 
-    /// An IP packet, after the branch bits gathered before it.
+    /// An IP packet of the current event, after the branch bits gathered
+    /// before it: a decoder walks up to it.
     fn tip(&mut self, kind: IpPacket, ip: Option<u64>, sink: &mut dyn PacketSink) {
         self.flush_tnt(sink);
         self.ip_packet(kind, ip, sink);
+        self.covered = self.events;
     }
 
     fn ip_packet(&mut self, kind: IpPacket, ip: Option<u64>, sink: &mut dyn PacketSink) {
@@ -703,5 +754,61 @@ mod tests {
         s.feed(TraceEvent::Enable(0x40_0000), &mut out);
         let at = out.0.windows(8).position(|w| w[0] == 0x19).unwrap();
         assert_eq!(out.0[at..at + 8], tsc(0x1234));
+    }
+
+    #[test]
+    fn unwritten_events_are_those_no_packet_walks_past_yet() {
+        let (mut s, mut out) = tracing(RETCOMP, 0x40_1000);
+        assert_eq!(s.unwritten_events(), 0, "the TIP.PGE is out");
+        let cond = |taken| TraceEvent::Conditional {
+            taken,
+            next: 0x40_1100,
+        };
+        s.feed(cond(true), &mut out);
+        s.feed(cond(false), &mut out);
+        assert_eq!(s.unwritten_events(), 2, "two TNT bits gathered");
+        s.feed(TraceEvent::Jump { target: 0x40_2000 }, &mut out);
+        assert_eq!(s.unwritten_events(), 3, "a direct jump makes no packet");
+        s.feed(TraceEvent::Time(5), &mut out);
+        // The TSC flushed the TNT bits: a decoder walks to the second
+        // branch, not past the jump after it (nor the TSC itself).
+        assert_eq!(s.unwritten_events(), 2);
+        s.feed(TraceEvent::Indirect { target: 0x40_3000 }, &mut out);
+        assert_eq!(s.unwritten_events(), 0, "a TIP: walked to its branch");
+    }
+
+    #[test]
+    fn a_resync_starts_over_at_a_psb_with_generation_off() {
+        let (mut s, mut out) = tracing(RETCOMP, 0x40_1000);
+        s.feed(
+            TraceEvent::Call {
+                target: 0x40_2000,
+                ret: 0x40_1005,
+                indirect: false,
+            },
+            &mut out,
+        );
+        s.feed(
+            TraceEvent::Conditional {
+                taken: true,
+                next: 0x40_2010,
+            },
+            &mut out,
+        );
+        s.set_clock(0x77);
+        s.resync();
+        assert!(!s.enabled());
+        assert_eq!(s.unwritten_events(), 0, "the caller counted them lost");
+        out.0.clear();
+        s.feed(TraceEvent::Return { target: 0x40_1005 }, &mut out);
+        // PSB+ without FUP (no packet generation), the running TSC; no
+        // packet for the return, the TNT bit gathered before is gone.
+        assert_eq!(out.0[..16], PSB);
+        assert_eq!(out.0.len(), 16 + 2 + 8 + 4 + 2, "{:02x?}", out.0);
+        assert_eq!(out.0[18..26], tsc(0x77));
+        s.feed(TraceEvent::Enable(0x40_1005), &mut out);
+        s.feed(TraceEvent::Return { target: 0x40_9999 }, &mut out);
+        // The return stack was forgotten: a TIP, not a compressed return.
+        assert_eq!(out.0[out.0.len() - 3], IpPacket::Tip.opcode() | 1 << 5);
     }
 }

@@ -4,14 +4,25 @@
 //! does: region by region, following END links (the last back to the
 //! first), raising a PMI when an INT region fills and stopping when a STOP
 //! region fills.
+//!
+//! Where the output stops (a STOP region filled), perfaux's tracer is
+//! stricter than the SDM requires, so that a decoder never meets a torn
+//! packet: the packets of one trace event reach the output whole or not at
+//! all. Those that do not fit in what is left of a STOP region are dropped
+//! and the region is filled with PAD, so the driver sees it full
+//! (`pt_handle_status` flags TRUNCATED only then); the next packet after
+//! the restart is a PSB+ (see [`PacketStream::resync`]). The events whose
+//! packets were lost are reported ([`SoftTracer::take_loss`]), so that a
+//! model of the decode can leave them out.
 
 use core::cell::{Cell, RefCell, UnsafeCell};
+use core::ops::Range;
 
 use crate::sync::{LocalBool, LocalU32, LocalU64, barrier};
 
 use super::config::{PtConfig, rtit_ctl};
 use super::stream::{PacketSink, PacketStream, TraceEvent};
-use super::topa::{PhysMap, TopaPosition, TopaTable};
+use super::topa::{PhysMap, TENTS_PER_PAGE, TopaEntry, TopaPosition, TopaTable};
 
 /// `RTIT_STATUS.Stopped` (bit 5).
 pub const STATUS_STOPPED: u64 = 1 << 5;
@@ -20,6 +31,14 @@ pub const STATUS_ERROR: u64 = 1 << 4;
 /// `RTIT_STATUS.PacketByteCnt` (bits 48:32): bytes since the last PSB; a
 /// PSB is sent when it is 0, so writing 0 asks for one.
 pub const STATUS_PACKET_BYTE_CNT: u64 = 0x1_ffff << 32;
+
+/// The most bytes the packets of one trace event take: a PSB+ (PSB 16,
+/// FUP 9, MODE.Exec 2, TSC 8, CBR 4, PSBEND 2), a TNT flush (8), then FUP
+/// and TIP (9 each), with room to spare.
+const UNIT_CAP: usize = 128;
+
+/// PAD bytes for the end of a STOP region a unit did not fit in.
+static PAD_FILL: [u8; UNIT_CAP] = [0; UNIT_CAP];
 
 /// What a PT driver programs and reads (the `IA32_RTIT_*` MSRs).
 pub trait TraceHw {
@@ -94,6 +113,22 @@ pub struct SoftTracer<'p> {
     fresh: LocalBool,
     /// ToPA PMIs raised and not yet taken.
     pmi: LocalU32,
+    /// The output stopped (a STOP region filled, or a table error) inside
+    /// the write in progress: set by `halt`, taken by the writer, which
+    /// then resynchronises the stream.
+    halted: LocalBool,
+    /// Trace events fed to the packet generator so far (the index of the
+    /// next one, see [`next_event`](SoftTracer::next_event)).
+    events: LocalU64,
+    /// The events whose packets were lost since the last `take_loss`:
+    /// `lost_start..lost_end`, empty when `lost_start >= lost_end`.
+    lost_start: LocalU64,
+    lost_end: LocalU64,
+    /// The output stopped and the driver has not set TraceEn again: the
+    /// events meanwhile are lost too.
+    output_stopped: LocalBool,
+    /// Events lost in all (see [`lost_events`](SoftTracer::lost_events)).
+    lost_events: LocalU64,
     /// Bytes written into the output since creation.
     written: LocalU64,
     /// Sees every byte written to the output (models in tests and tools).
@@ -126,6 +161,12 @@ impl<'p> SoftTracer<'p> {
             packet_bytes: LocalU64::new(0),
             fresh: LocalBool::new(false),
             pmi: LocalU32::new(0),
+            halted: LocalBool::new(false),
+            events: LocalU64::new(0),
+            lost_start: LocalU64::new(0),
+            lost_end: LocalU64::new(0),
+            output_stopped: LocalBool::new(false),
+            lost_events: LocalU64::new(0),
             written: LocalU64::new(0),
             tap: Cell::new(None),
             interrupt: Cell::new(None),
@@ -163,6 +204,9 @@ impl<'p> SoftTracer<'p> {
             self.clock.store(tsc);
         }
         if !self.tracing() {
+            if self.output_stopped.load() {
+                self.lost_events.store(self.lost_events.load() + 1);
+            }
             return;
         }
         if self.writing.load() {
@@ -182,11 +226,71 @@ impl<'p> SoftTracer<'p> {
         let stream =
             stream.get_or_insert_with(|| PacketStream::with_config(self.psb_base, self.config()));
         stream.set_clock(self.clock.load());
-        let mut out = Output { tracer: self };
-        stream.feed(event, &mut out);
+        let index = self.events.load();
+        let pending = stream.unwritten_events();
+        let mut unit = Unit::new(self);
+        stream.feed(event, &mut unit);
+        let delivered = unit.finish();
+        self.events.store(index + 1);
+        if self.halted.load() {
+            // The output stopped in this event's packets. Lost: the events
+            // whose outcomes were in the dropped packets (those pending
+            // before, and this one), or, when the packets fit, those still
+            // pending in the generator; the stream starts over.
+            let first = if delivered {
+                (index + 1).saturating_sub(stream.unwritten_events())
+            } else {
+                index.saturating_sub(pending)
+            };
+            self.resync(stream, first..index + 1);
+        }
         self.packet_bytes.store(stream.packet_bytes().min(0x1_ffff));
         barrier();
         self.writing.store(false);
+    }
+
+    /// The output stopped: records the events `lost` and restarts the
+    /// stream (see [`PacketStream::resync`]).
+    fn resync(&self, stream: &mut PacketStream, lost: Range<u64>) {
+        self.halted.store(false);
+        self.lost_events
+            .store(self.lost_events.load() + (lost.end - lost.start));
+        if !lost.is_empty() {
+            if self.lost_start.load() >= self.lost_end.load() {
+                self.lost_start.store(lost.start);
+            } else {
+                self.lost_start
+                    .store(self.lost_start.load().min(lost.start));
+            }
+            self.lost_end.store(self.lost_end.load().max(lost.end));
+        }
+        stream.resync();
+    }
+
+    /// The index the next trace event gets (0 for the first event traced,
+    /// counting only events traced while TraceEn was set), as
+    /// [`take_loss`](Self::take_loss) reports them.
+    pub fn next_event(&self) -> u64 {
+        self.events.load()
+    }
+
+    /// Trace events lost so far because the output stopped (a STOP region
+    /// filled): those whose packets were dropped or cut off
+    /// ([`take_loss`](Self::take_loss)) and those that happened until the
+    /// driver restarted tracing.
+    pub fn lost_events(&self) -> u64 {
+        self.lost_events.load()
+    }
+
+    /// Takes the indexes of the events whose packets a stopped output lost
+    /// since the last call (merged into one range if there were several).
+    /// Their outcomes are not in the trace; the trace goes on from the PSB+
+    /// after the restart.
+    pub fn take_loss(&self) -> Option<Range<u64>> {
+        let lost = self.lost_start.load()..self.lost_end.load();
+        self.lost_start.store(0);
+        self.lost_end.store(0);
+        (!lost.is_empty()).then_some(lost)
     }
 
     /// The timestamp counter now reads `tsc` (no packet; later PSB+ blocks
@@ -238,6 +342,80 @@ impl<'p> SoftTracer<'p> {
         }
     }
 
+    /// The output stops: `bit` (Stopped or Error) goes into `RTIT_STATUS`
+    /// and TraceEn is cleared, as the hardware clears TriggerEn.
+    fn halt(&self, bit: u64) {
+        self.status.store(self.status.load() | bit);
+        self.set_ctl(rtit_ctl::TRACE_EN, false);
+        self.halted.store(true);
+        self.output_stopped.store(true);
+    }
+
+    /// Writes one unit of packets at the output position: all of it, or,
+    /// when it does not fit before the end of a STOP region, PAD up to that
+    /// end and none of it. Returns whether the unit was written.
+    fn emit(&self, bytes: &[u8]) -> bool {
+        if !self.tracing() {
+            return false;
+        }
+        if !self.uses_topa() {
+            self.emit_single(bytes);
+            return true;
+        }
+        match self.room_before_stop(bytes.len() as u64) {
+            Some(room) => {
+                if let Some(pad) = PAD_FILL.get(..room as usize) {
+                    self.emit_topa(pad);
+                }
+                if self.tracing() {
+                    // The STOP region was full already (nothing written).
+                    self.halt(STATUS_STOPPED);
+                }
+                false
+            }
+            None => self.emit_topa(bytes),
+        }
+    }
+
+    /// The ToPA entry `index` of the table at physical address `base`.
+    fn entry(&self, base: u64, index: usize) -> TopaEntry {
+        let table = self.phys.to_virt(base).cast::<TopaTable>().cast_const();
+        // SAFETY: the driver programs OUTPUT_BASE (and END links) with live
+        // table pages (the TraceHw contract, as for hardware); the index is
+        // kept inside the page.
+        unsafe { (*table).entries[index.min(TENTS_PER_PAGE - 1)] }
+    }
+
+    /// The bytes left before the end of the first STOP region ahead, if
+    /// fewer than `len`: a unit of `len` bytes does not fit. `None` when it
+    /// does (or the walk ends: the write itself finds out why).
+    fn room_before_stop(&self, len: u64) -> Option<u64> {
+        let mut base = self.base.load();
+        let mut pos = TopaPosition::from_mask_ptrs(0, self.mask_ptrs.load());
+        let mut room = 0;
+        // A unit is at most UNIT_CAP bytes and a region at least 4 KiB: the
+        // walk ends within the current region, an END link and the next.
+        for _ in 0..8 {
+            let entry = self.entry(base, pos.index);
+            if entry.is_end() {
+                base = entry.base();
+                pos.index = 0;
+                pos.offset = 0;
+                continue;
+            }
+            room += entry.size().saturating_sub(pos.offset);
+            if entry.stop() {
+                return (room < len).then_some(room);
+            }
+            if room >= len {
+                return None;
+            }
+            pos.index += 1;
+            pos.offset = 0;
+        }
+        None
+    }
+
     /// Single-range output: one range of `(MASK_PTRS & 0xffffffff) + 1`
     /// bytes at `OUTPUT_BASE`, wrapping at its end.
     fn emit_single(&self, mut bytes: &[u8]) {
@@ -260,30 +438,20 @@ impl<'p> SoftTracer<'p> {
         }
     }
 
-    /// Writes `bytes` at the output position, as the hardware would.
-    fn emit(&self, mut bytes: &[u8]) {
-        if !self.uses_topa() {
-            self.emit_single(bytes);
-            return;
-        }
+    /// Writes `bytes` through the ToPA tables at the output position, as
+    /// the hardware would, region by region; stops where a STOP region
+    /// fills. Returns whether every byte was written.
+    fn emit_topa(&self, mut bytes: &[u8]) -> bool {
         let mut guard = 0;
         while !bytes.is_empty() && self.tracing() {
             guard += 1;
             if guard > 1 << 20 {
                 // A table ring without regions: the hardware would hang; stop.
-                self.status.store(self.status.load() | STATUS_ERROR);
-                self.set_ctl(rtit_ctl::TRACE_EN, false);
-                return;
+                self.halt(STATUS_ERROR);
+                return false;
             }
             let mut pos = TopaPosition::from_mask_ptrs(0, self.mask_ptrs.load());
-            let table = self
-                .phys
-                .to_virt(self.base.load())
-                .cast::<TopaTable>()
-                .cast_const();
-            // SAFETY: the driver programs OUTPUT_BASE with a live table page
-            // and indexes inside it (the TraceHw contract, as for hardware).
-            let entry = unsafe { (*table).entries[pos.index.min(super::topa::TENTS_PER_PAGE - 1)] };
+            let entry = self.entry(self.base.load(), pos.index);
             if entry.is_end() {
                 self.base.store(entry.base());
                 pos.index = 0;
@@ -294,9 +462,8 @@ impl<'p> SoftTracer<'p> {
             let room = entry.size() - pos.offset;
             if room == 0 {
                 // A region left full by a STOP: nothing more is written.
-                self.status.store(self.status.load() | STATUS_STOPPED);
-                self.set_ctl(rtit_ctl::TRACE_EN, false);
-                return;
+                self.halt(STATUS_STOPPED);
+                return false;
             }
             let n = room.min(bytes.len() as u64) as usize;
             let dst = self.phys.to_virt(entry.base() + pos.offset);
@@ -321,31 +488,76 @@ impl<'p> SoftTracer<'p> {
                 }
                 if entry.stop() {
                     self.mask_ptrs.store(pos.mask_ptrs());
-                    self.status.store(self.status.load() | STATUS_STOPPED);
-                    self.set_ctl(rtit_ctl::TRACE_EN, false);
-                    return;
+                    self.halt(STATUS_STOPPED);
+                    return bytes.is_empty();
                 }
                 pos.index += 1;
                 pos.offset = 0;
             }
             self.mask_ptrs.store(pos.mask_ptrs());
         }
+        bytes.is_empty()
     }
 }
 
-/// The tracer's output as a packet sink.
-struct Output<'t, 'p> {
+/// The packets of one trace event, gathered so that they reach the output
+/// whole or not at all (see [`SoftTracer::emit`]).
+struct Unit<'t, 'p> {
     tracer: &'t SoftTracer<'p>,
+    bytes: [u8; UNIT_CAP],
+    len: usize,
+    /// Some of the unit's bytes were not written.
+    dropped: bool,
 }
 
-impl PacketSink for Output<'_, '_> {
+impl<'t, 'p> Unit<'t, 'p> {
+    fn new(tracer: &'t SoftTracer<'p>) -> Self {
+        Unit {
+            tracer,
+            bytes: [0; UNIT_CAP],
+            len: 0,
+            dropped: false,
+        }
+    }
+
+    /// Hands the bytes gathered to the output.
+    fn flush(&mut self) {
+        if self.len > 0 {
+            let written = self
+                .tracer
+                .emit(self.bytes.get(..self.len).unwrap_or_default());
+            self.dropped |= !written;
+            self.len = 0;
+        }
+    }
+
+    /// Writes what is left; returns whether every byte was written.
+    fn finish(mut self) -> bool {
+        self.flush();
+        !self.dropped
+    }
+}
+
+impl PacketSink for Unit<'_, '_> {
     fn write(&mut self, bytes: &[u8]) {
-        self.tracer.emit(bytes);
+        if bytes.len() > UNIT_CAP - self.len {
+            // More than one event makes (UNIT_CAP bounds it): the unit is
+            // split, still in order.
+            self.flush();
+        }
+        match self.bytes.get_mut(self.len..self.len + bytes.len()) {
+            Some(dst) => {
+                dst.copy_from_slice(bytes);
+                self.len += bytes.len();
+            }
+            None => self.dropped |= !self.tracer.emit(bytes),
+        }
     }
 }
 
 impl TraceHw for SoftTracer<'_> {
     fn enable(&self) {
+        self.output_stopped.store(false);
         self.set_ctl(rtit_ctl::TRACE_EN, true);
     }
 
@@ -361,7 +573,21 @@ impl TraceHw for SoftTracer<'_> {
             barrier();
             // SAFETY: `writing` was clear and is now set, as in `trace`.
             if let Some(stream) = unsafe { (*self.stream.get()).as_mut() } {
-                stream.stop(&mut Output { tracer: self });
+                let pending = stream.unwritten_events();
+                let mut unit = Unit::new(self);
+                stream.stop(&mut unit);
+                let delivered = unit.finish();
+                if self.halted.load() {
+                    // The flush met a STOP: lost are the events it held if
+                    // it did not fit, else those no packet covers yet.
+                    let end = self.events.load();
+                    let uncovered = if delivered {
+                        stream.unwritten_events()
+                    } else {
+                        pending
+                    };
+                    self.resync(stream, end.saturating_sub(uncovered)..end);
+                }
             }
             barrier();
             self.writing.store(false);
