@@ -273,8 +273,15 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             mib(summary.auxtrace_bytes)
         );
         println!(
-            "  lost      {} records, {} samples",
-            summary.lost_records, summary.lost_samples
+            "  lost      {} records, {} samples, {} trace events{}",
+            summary.lost_records,
+            summary.lost_samples,
+            summary.lost_trace_events,
+            if summary.lost_trace_events > 0 {
+                " (full AUX areas: a larger --aux-pages keeps them)"
+            } else {
+                ""
+            }
         );
         println!(
             "  trace     {} of Intel PT packets written by the tracers",

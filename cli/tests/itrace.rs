@@ -5,12 +5,17 @@
 //! instruction trace error and exactly the truth's branches per CPU
 //! (from, to, tid), in order, at times that never go back and lie within
 //! the recording; in sampling mode every sample's `--itrace=L64` branch
-//! stack must be the truth's. Set `PERFAUX_REQUIRE_PERF=1` (CI does) to
+//! stack must be the truth's. A full-trace run whose AUX area overflows
+//! (TRUNCATED records) may show one "Lost trace data" error per TRUNCATED
+//! record (perf reports each) and nothing else: the branches whose packets
+//! were lost are not in the truth. Set `PERFAUX_REQUIRE_PERF=1` (CI does) to
 //! fail instead of skipping when `perf` is missing.
 
 mod common;
 
 use common::{perf_available, record, text};
+use perfaux::abi::aux_flags;
+use perfaux_cli::perfdata::PerfData;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
@@ -29,6 +34,8 @@ struct Truth {
     instructions: BTreeMap<u32, u64>,
     /// Per CPU, the first and last branch time (ns).
     times: BTreeMap<u32, (u64, u64)>,
+    /// Trace events whose packets a full AUX area lost, per CPU.
+    lost: BTreeMap<u32, u64>,
 }
 
 fn hex(s: &str) -> u64 {
@@ -51,6 +58,9 @@ fn read_truth(path: &Path) -> Truth {
                     hex(f[5]),
                     f[2].parse().unwrap(),
                 ));
+            }
+            Some(&"lost") => {
+                t.lost.insert(f[1].parse().unwrap(), f[2].parse().unwrap());
             }
             Some(&"instructions") => {
                 t.instructions
@@ -82,7 +92,23 @@ fn tmp(name: &str) -> PathBuf {
     dir.join(name)
 }
 
-fn perf_script(file: &Path, extra: &[&str]) -> String {
+/// `PERF_RECORD_AUX` records flagged TRUNCATED in `file`.
+fn truncated_records(file: &Path) -> usize {
+    let bytes = std::fs::read(file).unwrap();
+    let data = PerfData::parse(&bytes).unwrap();
+    data.records()
+        .map(Result::unwrap)
+        .filter(|r| {
+            r.header.type_ == perfaux::abi::record_type::AUX
+                && u64::from_le_bytes(r.bytes[24..32].try_into().unwrap()) & aux_flags::TRUNCATED
+                    != 0
+        })
+        .count()
+}
+
+/// perf script's output; it must show no instruction trace error but
+/// `lost` "Lost trace data" errors (one per TRUNCATED record).
+fn perf_script(file: &Path, extra: &[&str], lost: usize) -> String {
     let out = Process::new("perf")
         .arg("script")
         .args(extra)
@@ -97,21 +123,46 @@ fn perf_script(file: &Path, extra: &[&str]) -> String {
         "perf script {extra:?}: {stderr}"
     );
     let stdout = text(&out.stdout);
-    for bad in [
-        "instruction trace error",
-        "Failed to get instruction",
-        "Can't parse sample",
-    ] {
+    let errors: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("instruction trace error"))
+        .collect();
+    let lost_lines = errors
+        .iter()
+        .filter(|l| l.ends_with("code 8: Lost trace data"))
+        .count();
+    assert!(
+        lost_lines == errors.len(),
+        "perf script {extra:?}: {:?}",
+        errors.iter().find(|l| !l.ends_with("Lost trace data"))
+    );
+    if extra
+        .iter()
+        .any(|a| a.starts_with("--itrace=") && a.contains('e'))
+    {
+        assert_eq!(lost_lines, lost, "perf script {extra:?}: lost-data errors");
+    }
+    for bad in ["Failed to get instruction", "Can't parse sample"] {
         assert!(
             !stdout.contains(bad) && !stderr.contains(bad),
             "perf script {extra:?}: {bad}"
         );
     }
+    // perf's closing count of the errors it reported.
+    let warned = stderr
+        .lines()
+        .find_map(|l| l.trim().strip_suffix(" instruction trace errors"))
+        .map_or(0, |n| n.trim().parse::<usize>().unwrap());
+    assert!(
+        warned == 0 || warned == lost,
+        "perf script {extra:?}: {stderr}"
+    );
     stdout
 }
 
-/// Records with `args`, then holds perf's decode against the truth.
-fn decode_matches_truth(name: &str, args: &[&str]) {
+/// Records with `args`, then holds perf's decode against the truth;
+/// returns the file's TRUNCATED records.
+fn decode_matches_truth(name: &str, args: &[&str]) -> usize {
     let data = tmp(&format!("{name}.data"));
     let truth_path = tmp(&format!("{name}.truth"));
     let truth_arg = truth_path.to_str().unwrap();
@@ -129,7 +180,8 @@ fn decode_matches_truth(name: &str, args: &[&str]) {
     // Every branch, per CPU.
     let mut be_args = vec!["--itrace=be", "-F", "tid,cpu,time,event,flags,ip,addr"];
     be_args.extend(&vmlinux);
-    let be = perf_script(&data, &be_args);
+    let lost = truncated_records(&data);
+    let be = perf_script(&data, &be_args, lost);
     let mut perf: BTreeMap<u32, Vec<Branch>> = BTreeMap::new();
     let mut last_time: BTreeMap<u32, f64> = BTreeMap::new();
     for line in be.lines() {
@@ -184,11 +236,11 @@ fn decode_matches_truth(name: &str, args: &[&str]) {
 
     // Every instruction (full mode, kept small: perf prints one line each).
     let total: u64 = truth.instructions.values().sum();
-    if full && total <= 4_000_000 {
+    if full && total <= 4_000_000 && truth.lost.is_empty() {
         let mut i_args = vec!["--itrace=i0ns", "-F", "cpu,event"];
         i_args.extend(&vmlinux);
         let mut counted: BTreeMap<u32, u64> = BTreeMap::new();
-        for line in perf_script(&data, &i_args).lines() {
+        for line in perf_script(&data, &i_args, lost).lines() {
             let f: Vec<&str> = line.split_whitespace().collect();
             // The file's own samples are printed too: count instructions.
             if f[1].starts_with("instructions") {
@@ -204,7 +256,7 @@ fn decode_matches_truth(name: &str, args: &[&str]) {
     if !full {
         let mut l_args = vec!["--itrace=L64", "-F", "event,cpu,tid,time,ip,brstack"];
         l_args.extend(&vmlinux);
-        let l64 = perf_script(&data, &l_args);
+        let l64 = perf_script(&data, &l_args, lost);
         let mut got: BTreeMap<u32, Vec<Sample>> = BTreeMap::new();
         for line in l64.lines() {
             let f: Vec<&str> = line.split_whitespace().collect();
@@ -243,6 +295,7 @@ fn decode_matches_truth(name: &str, args: &[&str]) {
         let _ = std::fs::remove_file(p);
     }
     let _ = std::fs::remove_file(vm_path);
+    lost
 }
 
 #[test]
@@ -316,6 +369,41 @@ fn full_trace_mode_decodes_into_the_truth() {
             "128",
         ],
     );
+}
+
+/// A full-trace consumer that falls behind (AUX areas of 2 to 8 pages, the
+/// kernel excluded and traced): TRUNCATED records, one "Lost trace data"
+/// error each and no other, and every branch perf decodes is the truth's,
+/// those whose packets were lost left out.
+#[test]
+fn an_overflowing_aux_area_loses_only_what_its_truncated_records_say() {
+    if !perf_available() {
+        return;
+    }
+    for (pages, seed, cpus, kernel) in [
+        ("2", "6", "2", false),
+        ("4", "7", "3", false),
+        ("8", "1", "4", false),
+        ("4", "8", "2", true),
+    ] {
+        let mut args = vec![
+            "--seed",
+            seed,
+            "--cpus",
+            cpus,
+            "--duration",
+            "4ms",
+            "--mode",
+            "full",
+            "--aux-pages",
+            pages,
+        ];
+        if kernel {
+            args.push("--kernel");
+        }
+        let lost = decode_matches_truth(&format!("o{pages}-{seed}"), &args);
+        assert!(lost > 0, "{pages} pages: no TRUNCATED record");
+    }
 }
 
 #[test]

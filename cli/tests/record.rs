@@ -330,7 +330,7 @@ fn the_summary_accounts_for_every_trace_byte_in_full_mode() {
     assert!(stdout.contains("samples   "), "{stdout}");
     assert!(stdout.contains("(0 truncated)"), "{stdout}");
     assert!(
-        stdout.contains("lost      0 records, 0 samples"),
+        stdout.contains("lost      0 records, 0 samples, 0 trace events"),
         "{stdout}"
     );
     // The whole stream reaches the file: the AUXTRACE records hold every
@@ -356,6 +356,44 @@ fn the_summary_accounts_for_every_trace_byte_in_full_mode() {
         "padding aside, AUXTRACE holds the trace: {total} vs {trace}"
     );
     let _ = std::fs::remove_file(path);
+}
+
+/// The repro: full-trace mode with a small AUX area (the
+/// simulator's reader falls behind): TRUNCATED records, the lost trace
+/// events counted in the summary, and `dump --check` clean at every size.
+#[test]
+fn a_small_aux_area_in_full_mode_truncates_and_checks_clean() {
+    for pages in ["2", "4", "8", "16"] {
+        let path = tmp(&format!("small-{pages}.data"));
+        let out = record(
+            &path,
+            &["--mode", "full", "--aux-pages", pages, "--duration", "3ms"],
+        );
+        let stdout = text(&out.stdout);
+        let lost_line = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with("lost"))
+            .unwrap();
+        if pages != "16" {
+            assert!(!stdout.contains("(0 truncated)"), "{pages}: {stdout}");
+            assert!(
+                lost_line.contains("(full AUX areas: a larger --aux-pages keeps them)"),
+                "{pages}: {stdout}"
+            );
+        }
+        let check = perfaux()
+            .args(["dump", "--check"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert_eq!(
+            check.status.code(),
+            Some(0),
+            "{pages} pages: {}",
+            text(&check.stdout)
+        );
+        let _ = std::fs::remove_file(&path);
+    }
 }
 
 #[test]

@@ -32,7 +32,7 @@ use perfaux::pt::config::bits as pt_bits;
 use perfaux::pt::pmu::{AreaPtPmu, PtPmu};
 use perfaux::pt::stream::{PacketSink, TraceEvent};
 use perfaux::pt::topa::{IdentityMap, TopaTable};
-use perfaux::pt::tracer::SoftTracer;
+use perfaux::pt::tracer::{SoftTracer, TraceHw};
 use perfaux::ring::{Consumer, FixedEvent, Ring, RingConfig, SampleId};
 use perfaux::sample::{IrqMask, SampleData};
 
@@ -248,6 +248,9 @@ pub struct Summary {
     pub lost_records: u64,
     /// Samples the rings refused (the events' lost-sample counts).
     pub lost_samples: u64,
+    /// Trace events whose packets the tracers lost: their AUX areas were
+    /// full (the TRUNCATED records), the consumer behind.
+    pub lost_trace_events: u64,
     /// Records of every type.
     pub records: u64,
     /// Trace bytes the tracers wrote.
@@ -686,9 +689,15 @@ pub fn record<W: Write + Seek>(
         for (c, state) in states.iter_mut().enumerate() {
             machine.run_quantum(c, state);
             if areas[c].take_disable_request() {
-                // The kernel disabled the leader (the AUX consumer fell
-                // behind); perf record would re-enable it: so do we, after
-                // reading what there is.
+                // The kernel disables the leader (the AUX consumer fell
+                // behind), from an interrupt (the irq_work of
+                // `perf_event_disable_inatomic`): the CPU enters the kernel
+                // (FUP + TIP.PGD, as at the end of the run). The simulator
+                // reads what there is and re-enables the group
+                // (PERF_EVENT_IOC_ENABLE), so that tracing goes on after
+                // the loss; the return to user space starts the trace
+                // again (TIP.PGE).
+                machine.stop_tracing(c, state);
                 leaders[c].sched_out();
                 drain(&mut sink, c, &mut state.truth)?;
                 leaders[c].enable();
@@ -734,6 +743,7 @@ pub fn record<W: Write + Seek>(
     summary.simulated_ns = round * QUANTUM / CYCLES_PER_NS;
     summary.trace_bytes = tracers.iter().map(SoftTracer::written).sum();
     summary.lost_samples = samplers.iter().map(Event::lost_samples).sum();
+    summary.lost_trace_events = tracers.iter().map(SoftTracer::lost_events).sum();
     summary.data_bytes = writer.data_size();
     let features = features(config, counters, &binary);
     let out = writer
@@ -819,8 +829,8 @@ impl Machine<'_, '_, '_, '_, '_> {
     /// current thread begins with a timestamp and TIP.PGE.
     fn start_tracing(&self, c: usize, s: &mut CpuState) {
         self.tick(c, s, 0);
-        self.trace(c, TraceEvent::Frequency(20));
-        self.trace(c, TraceEvent::Time(Self::tsc(s.cycles)));
+        self.trace(c, s, TraceEvent::Frequency(20));
+        self.trace(c, s, TraceEvent::Time(Self::tsc(s.cycles)));
         let t = &s.threads[s.current];
         let ip = t.ip(self.code);
         self.trace_branch(c, s, TraceEvent::Enable(ip), Some((0, ip)));
@@ -865,13 +875,9 @@ impl Machine<'_, '_, '_, '_, '_> {
         }
     }
 
-    fn trace(&self, c: usize, event: TraceEvent) {
-        self.tracers[c].trace(event);
-        if self.config.mode == Mode::Full && self.tracers[c].take_pmi() > 0 {
-            // The ToPA PMI of an INT region, taken right after the write
-            // that filled it.
-            self.pts[c].handle_pmi();
-        }
+    /// Traces `event`, which made no branch of its own.
+    fn trace(&self, c: usize, s: &mut CpuState, event: TraceEvent) {
+        self.trace_branch(c, s, event, None);
     }
 
     /// Traces `event` and, if it transferred control, records the branch
@@ -883,18 +889,33 @@ impl Machine<'_, '_, '_, '_, '_> {
         event: TraceEvent,
         taken: Option<(u64, u64)>,
     ) {
+        let tracer = &self.tracers[c];
         // Only `--truth` needs to know (the default run skips the query).
+        // A TIP.PGE starts packet generation if TraceEn is set.
         let traced = self.config.truth
-            && (self.tracers[c].generating() || matches!(event, TraceEvent::Enable(_)));
-        self.trace(c, event);
+            && (tracer.generating()
+                || (matches!(event, TraceEvent::Enable(_)) && tracer.enabled()));
+        let index = tracer.next_event();
+        tracer.trace(event);
         if let (Some((from, to)), true) = (taken, traced) {
             s.truth.branches.push(Branch {
                 from,
                 to,
                 tid: s.threads[s.current].tid,
                 time: Self::ns(s.cycles),
-                pos: self.tracers[c].written(),
+                pos: tracer.written(),
+                event: index,
             });
+        }
+        if self.config.mode == Mode::Full && tracer.take_pmi() > 0 {
+            // The ToPA PMI of an INT region, taken right after the write
+            // that filled it.
+            self.pts[c].handle_pmi();
+        }
+        if let Some(lost) = tracer.take_loss() {
+            // A STOP region filled: these events' packets never reached
+            // the output (this one's among them, perhaps).
+            s.truth.lose(lost);
         }
     }
 
@@ -907,7 +928,7 @@ impl Machine<'_, '_, '_, '_, '_> {
         let cycles = instructions * (1 + s.rng.below(3));
         self.tick(c, s, cycles);
         if s.cycles >= s.next_tsc {
-            self.trace(c, TraceEvent::Time(Self::tsc(s.cycles)));
+            self.trace(c, s, TraceEvent::Time(Self::tsc(s.cycles)));
             s.next_tsc = s.cycles + TSC_EVERY;
         }
         let counters = self.config.counters.len();
@@ -975,7 +996,7 @@ impl Machine<'_, '_, '_, '_, '_> {
                 self.tick(c, s, cycles / 2);
                 inside(self, s);
                 self.tick(c, s, cycles - cycles / 2);
-                self.trace(c, TraceEvent::Time(Self::tsc(s.cycles)));
+                self.trace(c, s, TraceEvent::Time(Self::tsc(s.cycles)));
                 // Back to the current thread (a switch may have changed it).
                 let back = s.threads[s.current].ip(self.code);
                 self.trace_branch(c, s, TraceEvent::Enable(back), Some((0, back)));
@@ -995,7 +1016,7 @@ impl Machine<'_, '_, '_, '_, '_> {
                 self.tick(c, s, cycles / 2);
                 inside(self, s);
                 self.tick(c, s, cycles - cycles / 2);
-                self.trace(c, TraceEvent::Time(Self::tsc(s.cycles)));
+                self.trace(c, s, TraceEvent::Time(Self::tsc(s.cycles)));
                 let back = s.threads[s.current].ip(self.code);
                 loop {
                     let step = handler.step(k, back);

@@ -17,6 +17,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::ops::Range;
 
 use perfaux::pt::packet::PSB;
 
@@ -34,6 +35,9 @@ pub struct Branch {
     /// Tracer output bytes written once its packets were (a pending TNT
     /// bit counts as written).
     pub pos: u64,
+    /// The tracer's index of the trace event it was
+    /// (`SoftTracer::next_event`), for losses (`SoftTracer::take_loss`).
+    pub event: u64,
 }
 
 /// A sample taken at a PMI.
@@ -65,6 +69,22 @@ pub struct CpuTruth {
     /// Instructions retired while packets were generated (what a decoder
     /// walks, from the first TIP.PGE on).
     pub instructions: u64,
+    /// Trace events whose packets the tracer lost (a STOP region filled),
+    /// as event index ranges.
+    pub lost: Vec<Range<u64>>,
+}
+
+impl CpuTruth {
+    /// The tracer lost the packets of the events `lost`: their branches
+    /// are not in the trace. The instruction count is then no longer what
+    /// a decoder walks (it walks up to the last branch whose outcome it
+    /// has); the truth file leaves it out.
+    pub fn lose(&mut self, lost: Range<u64>) {
+        let first = self.branches.partition_point(|b| b.event < lost.start);
+        let end = self.branches.partition_point(|b| b.event < lost.end);
+        self.branches.drain(first..end);
+        self.lost.push(lost);
+    }
 }
 
 /// What the decoder shows for one CPU.
@@ -274,7 +294,10 @@ pub fn render(cpus: &[CpuTruth], full: bool) -> String {
         "# sample <cpu> <tid> <time ns> <ip> <n> <from>/<to>...  (branch stack, newest first)\n",
     );
     s.push_str(
-        "# instructions <cpu> <n>   (full-trace mode: every instruction --itrace=i0ns walks)\n",
+        "# instructions <cpu> <n>   (full-trace mode without lost trace: every instruction --itrace=i0ns walks)\n",
+    );
+    s.push_str(
+        "# lost <cpu> <n>   (full-trace mode: trace events whose packets a full AUX area lost)\n",
     );
     for (c, cpu) in cpus.iter().enumerate() {
         let e = if full {
@@ -289,8 +312,12 @@ pub fn render(cpus: &[CpuTruth], full: bool) -> String {
                 b.tid, b.time, b.from, b.to
             );
         }
-        if full {
+        if full && cpu.lost.is_empty() {
             let _ = writeln!(s, "instructions {c} {}", cpu.instructions);
+        }
+        if !cpu.lost.is_empty() {
+            let n: u64 = cpu.lost.iter().map(|r| r.end - r.start).sum();
+            let _ = writeln!(s, "lost {c} {n}");
         }
         for (p, stack) in cpu.samples.iter().zip(&e.stacks) {
             let _ = write!(
