@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 use perfaux::abi::{aux_flags, misc, record_type, sample_type as st};
 
 use crate::perfdata::{
-    FormatError, PerfData, Record, intel_pt_priv, parse_sample, parse_trailer, trailer_size,
-    user_record,
+    FormatError, PerfData, Record, feature, intel_pt_priv, parse_sample, parse_trailer,
+    trailer_size, user_record,
 };
 
 /// The 16 bytes of a PSB packet.
@@ -163,6 +163,12 @@ pub fn record_name(type_: u32) -> String {
         user_record::ID_INDEX => "ID_INDEX",
         user_record::AUXTRACE_INFO => "AUXTRACE_INFO",
         user_record::AUXTRACE => "AUXTRACE",
+        user_record::HEADER_ATTR => "HEADER_ATTR",
+        user_record::HEADER_FEATURE => "HEADER_FEATURE",
+        user_record::EVENT_UPDATE => "EVENT_UPDATE",
+        user_record::THREAD_MAP => "THREAD_MAP",
+        user_record::CPU_MAP => "CPU_MAP",
+        user_record::FINISHED_INIT => "FINISHED_INIT",
         other => return format!("type {other}"),
     };
     name.to_owned()
@@ -336,6 +342,26 @@ pub fn describe(file: &PerfData<'_>, record: &Record<'_>) -> (String, Option<Str
         user_record::AUXTRACE_INFO => {
             let _ = write!(line, " type {}", word(r, 8) as u32);
         }
+        user_record::HEADER_ATTR => {
+            // The pipe format's events, in the order the reader took them.
+            let nth = file
+                .records()
+                .map_while(Result::ok)
+                .take_while(|o| o.offset < record.offset)
+                .filter(|o| o.header.type_ == user_record::HEADER_ATTR)
+                .count();
+            if let Some(e) = file.events.get(nth) {
+                let _ = write!(line, " {} ids {:?}", e.name, e.ids);
+            }
+        }
+        user_record::HEADER_FEATURE => {
+            let bit = word(r, 8) as u32;
+            let _ = if bit == feature::LAST {
+                write!(line, " (the last)")
+            } else {
+                write!(line, " {}", feature::name(bit))
+            };
+        }
         user_record::AUXTRACE => {
             let _ = write!(
                 line,
@@ -429,7 +455,8 @@ pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
         let r = record.bytes;
         let at = record.offset;
         let mut bad = |msg: String| rep.violations.push(format!("{at:#x}: {msg}"));
-        if r.len() % 8 != 0 {
+        // perf writes its pipe-format feature records unpadded.
+        if r.len() % 8 != 0 && record.header.type_ != user_record::HEADER_FEATURE {
             bad(format!(
                 "{} record of {} bytes, not a multiple of 8",
                 record_name(record.header.type_),

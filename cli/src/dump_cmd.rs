@@ -2,7 +2,7 @@
 //! `perfaux dump FILE`: header, events and records of a perf.data file,
 //! AUX payloads as packet summaries; `--check` verifies the invariants.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -15,9 +15,11 @@ use perfaux_cli::perfdata::{PerfData, feature};
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
   perfaux dump perf.data | less
-  perfaux dump --check perf.data      exit status 1 if an invariant does not hold")]
+  perfaux dump --check perf.data      exit status 1 if an invariant does not hold
+  perf record -o - -- prog | perfaux dump -     perf's pipe format, from standard input")]
 pub struct DumpArgs {
-    /// The perf.data file.
+    /// The perf.data file, in perf's file or pipe format; `-` reads standard
+    /// input (`perf record -o - | perfaux dump -`).
     file: PathBuf,
     /// Verify the invariants (AUX sizes multiples of 8, records well-formed,
     /// padding zero, a PSB in every large enough snapshot, payloads that
@@ -28,9 +30,23 @@ pub struct DumpArgs {
 
 /// Runs `perfaux dump`.
 pub fn run(args: &DumpArgs) -> Result<ExitCode, String> {
-    let bytes = std::fs::read(&args.file)
-        .map_err(|e| format!("cannot read {}: {e}", args.file.display()))?;
-    let name = args.file.display();
+    let stdin = args.file.as_os_str() == "-";
+    let bytes = if stdin {
+        let mut b = Vec::new();
+        std::io::stdin()
+            .lock()
+            .read_to_end(&mut b)
+            .map_err(|e| format!("cannot read standard input: {e}"))?;
+        b
+    } else {
+        std::fs::read(&args.file)
+            .map_err(|e| format!("cannot read {}: {e}", args.file.display()))?
+    };
+    let name = if stdin {
+        "<stdin>".to_owned()
+    } else {
+        args.file.display().to_string()
+    };
     // perf record -z: the compressed records unpacked first.
     let bytes = match perfaux_cli::perfdata::inflate(&bytes).map_err(|e| format!("{name}: {e}"))? {
         Some(unpacked) => unpacked,

@@ -26,9 +26,12 @@ use perfaux_cli::sim::{self, Config, Counter, Mode, Stop};
   perfaux record --samples 1000 --seed 7 -o a.data
   perfaux record --mode full --aux-pages 256      the whole trace, as AUXTRACE records
   perfaux record -e cycles -e instructions --period 50000 --aux-sample-size 65536
+  perfaux record --mode full -o - | perf script --itrace=be -i -      perf's pipe format
 Then: perf script -D -i perf.data | less   or   perfaux dump --check perf.data")]
 pub struct RecordArgs {
-    /// Output file.
+    /// Output file; `-` streams perf's pipe format to standard output
+    /// (`perfaux record -o - | perf script -i -`), the summary then on
+    /// standard error and the program's code in `perfaux-stdout.perfaux-demo`.
     #[arg(short, long, default_value = "perf.data")]
     output: PathBuf,
     /// Simulated CPUs (1-256).
@@ -121,6 +124,7 @@ fn parse_duration(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("'{s}': a duration between 1ns and 584 years"))
 }
 
+/// `N bytes (M MiB)`.
 fn mib(bytes: u64) -> String {
     format!(
         "{bytes} bytes ({:.1} MiB)",
@@ -161,7 +165,16 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         binary: String::new(),
     };
     let mut config = config;
-    let elf_path = binary_path(&args.output, ".perfaux-demo")?;
+    let to_stdout = args.output.as_os_str() == "-";
+    // `-o -`: perf's pipe format on standard output; the side files then
+    // take a fixed name in the current directory.
+    let named = if to_stdout {
+        Path::new(STDOUT_NAME)
+    } else {
+        args.output.as_path()
+    };
+    let elf_path = binary_path(named, ".perfaux-demo")?;
+    let vmlinux = binary_path(named, ".perfaux-vmlinux")?;
     config.binary = elf_path
         .to_str()
         .ok_or_else(|| format!("{}: not a UTF-8 path", elf_path.display()))?
@@ -186,7 +199,30 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
     // killed run leaves the previous files as they were. The temporary
     // files are created first, so a bad path fails before the run.
     let truth_file = args.truth.as_deref().map(staged).transpose()?;
-    let file = staged(&args.output)?;
+    let file = if to_stdout {
+        None
+    } else {
+        Some(staged(&args.output)?)
+    };
+    // The program's code, where the file's MMAP2 records say: before the
+    // run when the records stream out (the reader may need it at once).
+    let (elf, kernel_elf) = sim::images(&config)?;
+    let mut side: Vec<(&Path, &[u8])> = vec![(&elf_path, &elf)];
+    if let Some(k) = &kernel_elf {
+        side.push((&vmlinux, k));
+    }
+    let write_side = |side: &[(&Path, &[u8])]| -> Result<(), String> {
+        for (path, bytes) in side {
+            let mut f = staged(path)?;
+            f.write_all(bytes)
+                .map_err(|e| format!("writing {}: {e}", path.display()))?;
+            place(f, path, false)?;
+        }
+        Ok(())
+    };
+    if to_stdout {
+        write_side(&side)?;
+    }
     let stop = interrupt_flag();
     let started = Instant::now();
     // Hidden until the run has taken a second: short runs print no bar.
@@ -204,7 +240,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             args.output.display()
         )
     };
-    let (summary, out, outputs) = sim::record(&config, BufWriter::new(file), &mut |p| {
+    let mut progress = |p: sim::Progress| {
         if !args.quiet && !shown && started.elapsed() > Duration::from_secs(1) {
             bar.set_draw_target(ProgressDrawTarget::stderr());
             shown = true;
@@ -220,59 +256,127 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         } else {
             ControlFlow::Continue(())
         }
-    })
-    .map_err(|e| failed(&e))?;
+    };
+    let (summary, outputs, backup, file_bytes) = match file {
+        None => {
+            let out = BufWriter::new(std::io::stdout().lock());
+            let (summary, _, outputs) = sim::record_pipe(&config, out, &mut progress)
+                .map_err(|e| format!("writing standard output: {e}"))?;
+            let bytes = summary.data_bytes;
+            (summary, outputs, None, bytes)
+        }
+        Some(file) => {
+            let (summary, out, outputs) = sim::record(&config, BufWriter::new(file), &mut progress)
+                .map_err(|e| failed(&e))?;
+            let file = out.into_inner().map_err(|e| failed(e.error()))?;
+            file.as_file().sync_all().map_err(|e| failed(&e))?;
+            write_side(&side)?;
+            // perf record's check_backup: an existing non-empty output
+            // becomes `<output>.old` (the older `.old` goes).
+            let backup = place(file, &args.output, true)?;
+            let bytes = std::fs::metadata(&args.output).map_or(0, |m| m.len());
+            (summary, outputs, backup, bytes)
+        }
+    };
     bar.finish_and_clear();
-    let file = out.into_inner().map_err(|e| failed(e.error()))?;
-    file.as_file().sync_all().map_err(|e| failed(&e))?;
-    let vmlinux = binary_path(&args.output, ".perfaux-vmlinux")?;
-    let mut side: Vec<(&Path, &[u8])> = vec![(&elf_path, &outputs.elf)];
-    if let Some(k) = &outputs.kernel_elf {
-        side.push((&vmlinux, k));
-    }
-    for (path, bytes) in side {
-        let mut f = staged(path)?;
-        f.write_all(bytes)
-            .map_err(|e| format!("writing {}: {e}", path.display()))?;
-        place(f, path, false)?;
-    }
     if let (Some(mut f), Some(t), Some(p)) = (truth_file, &outputs.truth, &args.truth) {
         f.write_all(t.as_bytes())
             .map_err(|e| format!("writing {}: {e}", p.display()))?;
         place(f, p, false)?;
     }
-    // perf record's check_backup: an existing non-empty output becomes
-    // `<output>.old` (the older `.old` goes).
-    let backup = place(file, &args.output, true)?;
     let took = started.elapsed().as_secs_f64();
+    let output = if to_stdout {
+        "standard output".to_owned()
+    } else {
+        args.output.display().to_string()
+    };
     if !args.quiet {
-        let file_bytes = std::fs::metadata(&args.output)
-            .map(|m| m.len())
-            .unwrap_or(0);
-        println!(
+        let report = Report {
+            output: &output,
+            config: &config,
+            summary: &summary,
+            file_bytes,
+            took,
+            elf: &elf_path,
+            vmlinux: kernel_elf.is_some().then_some(vmlinux.as_path()),
+            backup: backup.as_deref(),
+            input: if to_stdout { "-" } else { output.as_str() },
+        };
+        // With the records on standard output, the summary goes to
+        // standard error, as perf record's messages do.
+        let printed = if to_stdout {
+            report.print(&mut std::io::stderr().lock())
+        } else {
+            report.print(&mut std::io::stdout().lock())
+        };
+        if let Err(e) = printed {
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                return Err(format!("writing the summary: {e}"));
+            }
+        }
+    }
+    drop(outputs);
+    if summary.interrupted {
+        // One line even with --quiet: the file is valid, and shorter than asked.
+        eprintln!(
+            "perfaux: interrupted after {:.1} ms simulated: {output} is complete and holds {} samples",
+            summary.simulated_ns as f64 / 1e6,
+            summary.samples
+        );
+        // perf record, stopped by SIGINT, also writes its file and exits 130.
+        return Ok(ExitCode::from(130));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The side files' base name for `-o -` (in the current directory).
+const STDOUT_NAME: &str = "perfaux-stdout";
+
+/// What a finished run says (`perfaux record` without `--quiet`).
+struct Report<'r> {
+    output: &'r str,
+    config: &'r Config,
+    summary: &'r sim::Summary,
+    file_bytes: u64,
+    took: f64,
+    elf: &'r Path,
+    vmlinux: Option<&'r Path>,
+    backup: Option<&'r Path>,
+    /// The name perf's `-i` takes for the output.
+    input: &'r str,
+}
+
+impl Report<'_> {
+    fn print(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        let (summary, config, took) = (self.summary, self.config, self.took);
+        writeln!(
+            w,
             "perfaux: wrote {} ({:.1} MiB): {} CPUs, {:.1} ms simulated, {} mode",
-            args.output.display(),
-            file_bytes as f64 / (1024.0 * 1024.0),
+            self.output,
+            self.file_bytes as f64 / (1024.0 * 1024.0),
             config.cpus,
             summary.simulated_ns as f64 / 1e6,
             match config.mode {
                 Mode::Snapshot => "snapshot",
                 Mode::Full => "full-trace",
             }
-        );
-        println!(
+        )?;
+        writeln!(
+            w,
             "  samples   {} ({} with AUX data, {} of trace in samples)",
             summary.samples,
             summary.aux_samples,
             mib(summary.aux_sample_bytes)
-        );
-        println!(
+        )?;
+        writeln!(
+            w,
             "  AUX       {} PERF_RECORD_AUX ({} truncated), {} in AUXTRACE records",
             summary.aux_records,
             summary.aux_truncated,
             mib(summary.auxtrace_bytes)
-        );
-        println!(
+        )?;
+        writeln!(
+            w,
             "  lost      {} records, {} samples, {} trace events{}",
             summary.lost_records,
             summary.lost_samples,
@@ -282,46 +386,39 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             } else {
                 ""
             }
-        );
-        println!(
+        )?;
+        writeln!(
+            w,
             "  trace     {} of Intel PT packets written by the tracers",
             mib(summary.trace_bytes)
-        );
-        println!(
+        )?;
+        writeln!(
+            w,
             "  took      {took:.2} s ({:.1} MB/s of perf.data, {:.0} samples/s)",
-            file_bytes as f64 / took / 1e6,
+            self.file_bytes as f64 / took / 1e6,
             summary.samples as f64 / took
-        );
-        println!("  program   {}", elf_path.display());
-        if let Some(old) = &backup {
-            println!(
-                "  previous  {} (was {})",
-                old.display(),
-                args.output.display()
-            );
+        )?;
+        writeln!(w, "  program   {}", self.elf.display())?;
+        if let Some(old) = self.backup {
+            writeln!(w, "  previous  {} (was {})", old.display(), self.output)?;
         }
-        let vm = if outputs.kernel_elf.is_some() {
-            format!(" --vmlinux {}", vmlinux.display())
+        let vm = self
+            .vmlinux
+            .map(|v| format!(" --vmlinux {}", v.display()))
+            .unwrap_or_default();
+        if self.input == "-" {
+            writeln!(
+                w,
+                "next: pipe it: perfaux record -o - | perf script --itrace=L16 -F +brstacksym -i -{vm}"
+            )
         } else {
-            String::new()
-        };
-        println!(
-            "next: perf script --itrace=L16 -F +brstacksym -i {0}{vm}   or   perfaux dump --check {0}",
-            args.output.display()
-        );
+            writeln!(
+                w,
+                "next: perf script --itrace=L16 -F +brstacksym -i {0}{vm}   or   perfaux dump --check {0}",
+                self.input
+            )
+        }
     }
-    if summary.interrupted {
-        // One line even with --quiet: the file is valid, and shorter than asked.
-        eprintln!(
-            "perfaux: interrupted after {:.1} ms simulated: {} is complete and holds {} samples",
-            summary.simulated_ns as f64 / 1e6,
-            args.output.display(),
-            summary.samples
-        );
-        // perf record, stopped by SIGINT, also writes its file and exits 130.
-        return Ok(ExitCode::from(130));
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// A temporary file beside `path` (same directory, so the final rename

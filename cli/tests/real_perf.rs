@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! `perfaux dump` on files real perf writes: a corpus made by the machine's
 //! own `perf record` (one event; `-a`; `-g`; two events; `--switch-events`;
-//! `-z`, zstd-compressed records; a copy cut in the middle of its data),
-//! checked against `perf script`. Not covered yet: pipe mode (`-o -`).
+//! `-z`, zstd-compressed records; a copy cut in the middle of its data;
+//! `-o -`, the pipe format, read from a file and from standard input, and
+//! cut), checked against `perf script`.
 
 mod common;
 
@@ -135,4 +136,55 @@ fn dump_reads_what_perf_record_writes() {
     let (code, report) = check(&cut);
     assert_eq!(code, Some(1), "{report}");
     assert!(report.contains("1 violations"), "{report}");
+}
+
+#[test]
+fn dump_reads_perf_records_pipe_format() {
+    if !perf_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipe.data");
+    let out = Command::new("perf")
+        .args(["record", "-q", "-o", "-", "-e", "task-clock,cpu-clock"])
+        .args(WORK)
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        eprintln!("perf record -o - does not run here: skipped");
+        return;
+    }
+    std::fs::write(&path, &out.stdout).unwrap();
+    let (code, report) = check(&path);
+    assert_eq!(code, Some(0), "{report}");
+    let (perf, ours) = (perf_counts(&path), dump_counts(&path));
+    assert_eq!(perf.len(), 2, "{perf:?}");
+    assert_eq!(ours, perf, "samples per event");
+    // The events and features are records of the stream.
+    let dumped = text(&perfaux().arg("dump").arg(&path).output().unwrap().stdout);
+    assert!(dumped.contains("HEADER_ATTR task-clock"), "{dumped}");
+    assert!(dumped.contains("HEADER_FEATURE event_desc"), "{dumped}");
+    assert!(dumped.contains("HEADER_FEATURE (the last)"), "{dumped}");
+    // From standard input, as `perf record -o - | perfaux dump -`.
+    let piped = perfaux()
+        .args(["dump", "-"])
+        .write_stdin(out.stdout.clone())
+        .output()
+        .unwrap();
+    assert_eq!(piped.status.code(), Some(0));
+    let from_stdin = text(&piped.stdout);
+    assert_eq!(
+        from_stdin.lines().skip(1).collect::<Vec<_>>(),
+        dumped.lines().skip(1).collect::<Vec<_>>(),
+        "the same records as from the file (the first line names the input)"
+    );
+    // A stream cut short: its complete records, the cut a violation.
+    let cut = perfaux()
+        .args(["dump", "--check", "-"])
+        .write_stdin(out.stdout[..out.stdout.len() * 2 / 3].to_vec())
+        .output()
+        .unwrap();
+    let report = text(&cut.stdout);
+    assert_eq!(cut.status.code(), Some(1), "{report}");
+    assert!(report.contains("truncated:"), "{report}");
 }

@@ -4,7 +4,8 @@
 //! does not end, a frame per record, so a record may straddle two). This
 //! unpacks them in place: the file image comes back with every compressed
 //! record replaced by the records it holds, the header's data size and the
-//! feature table's offsets moved to match, so the reader sees a plain file.
+//! feature table's offsets moved to match (a pipe-format stream has none),
+//! so the reader sees a plain file.
 
 use super::reader::{FormatError, PerfData, u64_at};
 
@@ -53,6 +54,12 @@ pub fn inflate(bytes: &[u8]) -> Result<Option<Vec<u8>>, FormatError> {
             let n = output.pos();
             out.extend_from_slice(&chunk[..n]);
         }
+    }
+    if file.pipe {
+        // A stream: its header, then the records.
+        let mut image = bytes[..data_off].to_vec();
+        image.extend_from_slice(&out);
+        return Ok(Some(image));
     }
     // The new image: header and attrs as they were, the unpacked data, then
     // the feature table and sections, moved by the change of size.

@@ -15,12 +15,15 @@ pub use features::{BuildId, Features, GroupDesc};
 pub use inflate::inflate;
 pub use reader::{FileEvent, FormatError, PerfData, Record, Records};
 pub use sample::{ParsedSample, SampleIdTrailer, parse_sample, parse_trailer, trailer_size};
-pub use writer::{Writer, WriterEvent};
+pub use writer::{PipeWriter, RecordWriter, Writer, WriterEvent};
 
 /// `PERFILE2`, the magic of version 2 files, as stored (little endian).
 pub const MAGIC: [u8; 8] = *b"PERFILE2";
 /// `sizeof(struct perf_file_header)`.
 pub const HEADER_SIZE: usize = 104;
+/// `sizeof(struct perf_pipe_file_header)`: the magic and this size, the
+/// header of perf's pipe format.
+pub const PIPE_HEADER_SIZE: usize = 16;
 /// The attr size written into files: perf 6.1 refuses anything larger than
 /// `PERF_ATTR_SIZE_VER7` ("incompatible file format").
 pub const FILE_ATTR_SIZE: usize = 128;
@@ -51,6 +54,15 @@ pub mod feature {
     pub const GROUP_DESC: u32 = 17;
     /// `HEADER_AUXTRACE`: the index of the AUXTRACE records (may be empty).
     pub const AUXTRACE: u32 = 18;
+    /// `HEADER_LAST_FEATURE` (perf 6.1): in the pipe format, the feature
+    /// record that ends the features.
+    pub const LAST: u32 = 32;
+    /// Whether perf writes the feature as a record in the pipe format
+    /// (`feat_ops[].synthesize`: the `FEAT_OPR` features; `FEAT_OPN` ones
+    /// such as the build-ids and the AUXTRACE index need a seekable file).
+    pub fn in_pipe(bit: u32) -> bool {
+        !matches!(bit, 1 | BUILD_ID | 15 | AUXTRACE | 19 | 20 | 24 | 30)
+    }
     /// Size of the bitmap in bits (`HEADER_FEAT_BITS`).
     pub const BITS: u32 = 256;
 
@@ -68,6 +80,26 @@ pub mod feature {
             GROUP_DESC => "group_desc",
             BUILD_ID => "build_id",
             AUXTRACE => "auxtrace",
+            1 => "tracing_data",
+            8 => "cpudesc",
+            9 => "cpuid",
+            10 => "total_mem",
+            13 => "cpu_topology",
+            14 => "numa_topology",
+            15 => "branch_stack",
+            19 => "stat",
+            20 => "cache",
+            21 => "sample_time",
+            22 => "mem_topology",
+            23 => "clockid",
+            24 => "dir_format",
+            25 => "bpf_prog_info",
+            26 => "bpf_btf",
+            27 => "compressed",
+            28 => "cpu_pmu_caps",
+            29 => "clock_data",
+            30 => "hybrid_topology",
+            31 => "pmu_caps",
             _ => "other",
         }
     }
@@ -75,6 +107,8 @@ pub mod feature {
 
 /// Record types the perf tool adds to the kernel's (`enum perf_user_event_type`).
 pub mod user_record {
+    /// `PERF_RECORD_HEADER_ATTR`: an event's attr and ids (pipe format).
+    pub const HEADER_ATTR: u32 = 64;
     /// `PERF_RECORD_FINISHED_ROUND`: everything before is sorted out.
     pub const FINISHED_ROUND: u32 = 68;
     /// `PERF_RECORD_ID_INDEX`: the mmap, CPU and task of each event id.
@@ -85,6 +119,16 @@ pub mod user_record {
     pub const AUXTRACE: u32 = 71;
     /// `sizeof(struct perf_record_auxtrace)`: the record without its data.
     pub const AUXTRACE_SIZE: usize = 48;
+    /// `PERF_RECORD_THREAD_MAP`: the threads recorded.
+    pub const THREAD_MAP: u32 = 73;
+    /// `PERF_RECORD_CPU_MAP`: the CPUs recorded.
+    pub const CPU_MAP: u32 = 74;
+    /// `PERF_RECORD_EVENT_UPDATE`: an event's name, unit, scale or CPUs.
+    pub const EVENT_UPDATE: u32 = 78;
+    /// `PERF_RECORD_HEADER_FEATURE`: a feature section (pipe format).
+    pub const HEADER_FEATURE: u32 = 80;
+    /// `PERF_RECORD_FINISHED_INIT`: the synthesized records are done.
+    pub const FINISHED_INIT: u32 = 82;
 }
 
 /// `PERF_AUXTRACE_INTEL_PT`: the AUXTRACE_INFO type of Intel PT.
@@ -137,9 +181,8 @@ mod tests {
         a
     }
 
-    #[test]
-    fn what_the_writer_writes_the_reader_reads() {
-        let events = [
+    fn events() -> [WriterEvent; 2] {
+        [
             WriterEvent {
                 attr: attr(st::IP | st::IDENTIFIER),
                 name: "intel_pt//".into(),
@@ -150,20 +193,23 @@ mod tests {
                 name: "cycles".into(),
                 ids: vec![2, 4],
             },
-        ];
-        let mut w = Writer::create(Cursor::new(Vec::new()), &events).unwrap();
-        let records: Vec<Vec<u8>> = (0..5u16)
+        ]
+    }
+
+    /// FINISHED_ROUND-typed records of 8 to 40 bytes.
+    fn records() -> Vec<Vec<u8>> {
+        (0..5u16)
             .map(|i| {
                 let mut r = vec![0u8; 8 + 8 * usize::from(i)];
                 r[0] = 68;
                 r[6..8].copy_from_slice(&(8 + 8 * i).to_le_bytes());
                 r
             })
-            .collect();
-        for r in &records {
-            w.record(r).unwrap();
-        }
-        let features = Features {
+            .collect()
+    }
+
+    fn features() -> Features {
+        Features {
             hostname: Some("host".into()),
             osrelease: Some("6.1.0".into()),
             version: Some("v".into()),
@@ -184,19 +230,43 @@ mod tests {
                 path: "/tmp/perf.data.perfaux-demo".into(),
             }],
             auxtrace_index: Some(0),
-        };
-        let bytes = w.finish(&features).unwrap().into_inner();
-        let file = PerfData::parse(&bytes).unwrap();
-        assert_eq!(file.events.len(), 2);
-        for (read, written) in file.events.iter().zip(&events) {
+        }
+    }
+
+    /// The events and records of `file` are those written.
+    fn assert_written(file: &PerfData<'_>, written: &[WriterEvent], records: &[Vec<u8>]) {
+        assert_eq!(file.events.len(), written.len());
+        for (read, written) in file.events.iter().zip(written) {
             let mut expected = written.attr;
             expected.size = FILE_ATTR_SIZE as u32;
             assert_eq!(read.attr, expected);
             assert_eq!(read.ids, written.ids);
             assert_eq!(read.name, written.name);
         }
-        let read: Vec<Vec<u8>> = file.records().map(|r| r.unwrap().bytes.to_vec()).collect();
+        let read: Vec<Vec<u8>> = file
+            .records()
+            .map(|r| r.unwrap())
+            .filter(|r| {
+                r.header.type_ != user_record::HEADER_ATTR
+                    && r.header.type_ != user_record::HEADER_FEATURE
+            })
+            .map(|r| r.bytes.to_vec())
+            .collect();
         assert_eq!(read, records);
+        assert_eq!(file.event_of(4).unwrap().name, "cycles");
+    }
+
+    #[test]
+    fn what_the_writer_writes_the_reader_reads() {
+        let (events, records, features) = (events(), records(), features());
+        let mut w = Writer::create(Cursor::new(Vec::new()), &events).unwrap();
+        for r in &records {
+            w.record(r).unwrap();
+        }
+        let bytes = w.finish(&features).unwrap().into_inner();
+        let file = PerfData::parse(&bytes).unwrap();
+        assert!(!file.pipe);
+        assert_written(&file, &events, &records);
         assert_eq!(
             file.features,
             Features {
@@ -220,7 +290,39 @@ mod tests {
                 feature::AUXTRACE
             ]
         );
-        assert_eq!(file.event_of(4).unwrap().name, "cycles");
+    }
+
+    #[test]
+    fn what_the_pipe_writer_writes_the_reader_reads() {
+        let (events, records, features) = (events(), records(), features());
+        let mut w = PipeWriter::create(Vec::new(), &events, &features).unwrap();
+        for r in &records {
+            RecordWriter::record(&mut w, r).unwrap();
+        }
+        assert_eq!(w.data_size(), records.iter().map(|r| r.len() as u64).sum());
+        let bytes = w.finish().unwrap();
+        assert_eq!(bytes[..16], [&MAGIC[..], &16u64.to_le_bytes()].concat());
+        let file = PerfData::parse(&bytes).unwrap();
+        assert!(file.pipe && file.truncated.is_none());
+        assert_written(&file, &events, &records);
+        // The features perf writes to a pipe: not the build-ids nor the
+        // AUXTRACE index, which need a seekable file.
+        assert_eq!(
+            file.features,
+            Features {
+                event_names: vec!["intel_pt//".into(), "cycles".into()],
+                build_ids: Vec::new(),
+                auxtrace_index: None,
+                ..features
+            }
+        );
+        // Cut inside a record: what came before, and a truncation.
+        let cut = PerfData::parse(&bytes[..bytes.len() - 4]).unwrap();
+        assert!(cut.truncated.is_some());
+        assert_eq!(
+            cut.records().count(),
+            cut.records().filter(Result::is_ok).count()
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::fmt;
 
 use perfaux::abi::{PERF_ATTR_SIZE, PerfEventAttr, PerfEventHeader};
 
-use super::{Features, HEADER_SIZE, MAGIC, feature, user_record};
+use super::{Features, HEADER_SIZE, MAGIC, PIPE_HEADER_SIZE, feature, user_record};
 
 /// What is wrong with a file, and where.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,6 +53,11 @@ pub struct PerfData<'a> {
     /// complete records before the cut are read; the features, which follow
     /// the data, are not.
     pub truncated: Option<String>,
+    /// The file is in perf's pipe format (`perf record -o -`): a 16-byte
+    /// header, then records only; the events and features are records too
+    /// (`PERF_RECORD_HEADER_ATTR`, `_HEADER_FEATURE`), which
+    /// [`records`](Self::records) yields with the others.
+    pub pipe: bool,
 }
 
 /// The little-endian word at `b[at..at + 8]`.
@@ -76,10 +81,14 @@ fn section<'a>(bytes: &'a [u8], off: u64, size: u64, what: &str) -> Result<&'a [
 
 impl<'a> PerfData<'a> {
     /// Parses the header, attrs and features of `bytes` (the records are
-    /// read lazily by [`records`](Self::records)).
+    /// read lazily by [`records`](Self::records)), in either of perf's
+    /// formats: a file, or a pipe-format stream saved to one.
     pub fn parse(bytes: &'a [u8]) -> Result<Self, FormatError> {
         if bytes.len() < 8 || bytes[..8] != MAGIC {
             return err("not a perf.data file: the magic is not PERFILE2");
+        }
+        if bytes.len() >= PIPE_HEADER_SIZE && u64_at(bytes, 8) == PIPE_HEADER_SIZE as u64 {
+            return Self::parse_pipe(bytes);
         }
         if bytes.len() < HEADER_SIZE {
             return err(format!(
@@ -176,6 +185,72 @@ impl<'a> PerfData<'a> {
             features,
             feature_bits,
             truncated,
+            pipe: false,
+        })
+    }
+
+    /// The pipe format (`perf_header__read_pipe`, then
+    /// `perf_event__process_attr` and `perf_event__process_feature` as the
+    /// records come): every record after the 16-byte header is data; the
+    /// events and features come from the attr and feature records.
+    fn parse_pipe(bytes: &'a [u8]) -> Result<Self, FormatError> {
+        let data = &bytes[PIPE_HEADER_SIZE..];
+        let mut events = Vec::new();
+        let mut features = Features::default();
+        let mut feature_bits = Vec::new();
+        let mut truncated = None;
+        let mut records = Records {
+            data,
+            at: 0,
+            base: PIPE_HEADER_SIZE as u64,
+            failed: false,
+            cut: false,
+        };
+        while let Some(r) = records.next() {
+            let r = match r {
+                Ok(r) => r,
+                // A stream ends where the writer stopped: a record cut
+                // there is a truncation, anything else is damage.
+                Err(e) if records.at_cut() => {
+                    truncated = Some(e.0);
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
+            match r.header.type_ {
+                user_record::HEADER_ATTR => events.push(pipe_attr(&r, events.len())?),
+                user_record::HEADER_FEATURE => {
+                    let what = || format!("the feature record at {:#x}", r.offset);
+                    if r.bytes.len() < 16 {
+                        return err(format!("{}: {} bytes", what(), r.bytes.len()));
+                    }
+                    let bit = u64_at(r.bytes, 8);
+                    if bit == u64::from(feature::LAST) {
+                        continue;
+                    }
+                    let bit = u32::try_from(bit)
+                        .ok()
+                        .filter(|&b| b > 0 && b < feature::LAST)
+                        .ok_or_else(|| FormatError(format!("{}: feature {bit}", what())))?;
+                    feature_bits.push(bit);
+                    features.decode(bit, &r.bytes[16..])?;
+                }
+                _ => {}
+            }
+        }
+        if features.event_names.len() == events.len() {
+            for (e, n) in events.iter_mut().zip(&features.event_names) {
+                e.name.clone_from(n);
+            }
+        }
+        Ok(PerfData {
+            events,
+            data,
+            data_offset: PIPE_HEADER_SIZE as u64,
+            features,
+            feature_bits,
+            truncated,
+            pipe: true,
         })
     }
 
@@ -223,6 +298,34 @@ pub struct Record<'a> {
     pub payload: &'a [u8],
 }
 
+/// The event of a `PERF_RECORD_HEADER_ATTR` record (the `i`th): the attr,
+/// as long as its `size` says, then the ids to the record's end.
+fn pipe_attr(r: &Record<'_>, i: usize) -> Result<FileEvent, FormatError> {
+    let body = &r.bytes[8..];
+    let what = || format!("the attr record at {:#x}", r.offset);
+    if body.len() < 8 {
+        return err(format!("{}: {} bytes", what(), r.bytes.len()));
+    }
+    let size = u32::from_le_bytes([body[4], body[5], body[6], body[7]]) as usize;
+    if !(64..=PERF_ATTR_SIZE as usize).contains(&size) || size > body.len() {
+        return err(format!(
+            "{}: an attr of {size} bytes in a record of {}",
+            what(),
+            r.bytes.len()
+        ));
+    }
+    if (body.len() - size) % 8 != 0 {
+        return err(format!("{}: ids of {} bytes", what(), body.len() - size));
+    }
+    let mut full = [0u8; PERF_ATTR_SIZE as usize];
+    full[..size].copy_from_slice(&body[..size]);
+    Ok(FileEvent {
+        attr: PerfEventAttr::from_bytes(&full),
+        ids: body[size..].chunks_exact(8).map(|w| u64_at(w, 0)).collect(),
+        name: format!("event {i}"),
+    })
+}
+
 /// The iterator of [`PerfData::records`]; stops after the first error,
 /// and in a truncated file quietly at the first incomplete record.
 pub struct Records<'a> {
@@ -232,6 +335,25 @@ pub struct Records<'a> {
     failed: bool,
     /// The data section is cut short (`PerfData::truncated`).
     cut: bool,
+}
+
+impl Records<'_> {
+    /// The last error was a record running past the end of the data: in a
+    /// stream, where it was cut.
+    fn at_cut(&self) -> bool {
+        let rest = &self.data[self.at.min(self.data.len())..];
+        if rest.len() < 8 {
+            return true;
+        }
+        let size = u16::from_le_bytes([rest[6], rest[7]]) as usize;
+        let auxtrace =
+            u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) == user_record::AUXTRACE;
+        size > rest.len()
+            || (auxtrace && size >= 16 && {
+                let len = u64_at(rest, 8);
+                len > (rest.len().saturating_sub(size)) as u64
+            })
+    }
 }
 
 impl<'a> Iterator for Records<'a> {

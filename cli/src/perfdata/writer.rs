@@ -1,12 +1,23 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! Writes perf.data: header, id arrays and attrs first, records as they
-//! come, the feature sections and the final header at `finish`.
+//! Writes perf.data in perf's two formats. [`Writer`], the file format:
+//! header, id arrays and attrs first, records as they come, the feature
+//! sections and the final header at `finish` (it seeks back). [`PipeWriter`],
+//! the pipe format (`perf record -o -`): a short header, the events and
+//! features as records, then the records, never seeking.
 
 use std::io::{self, Seek, SeekFrom, Write};
 
 use perfaux::abi::PerfEventAttr;
 
-use super::{FILE_ATTR_SIZE, Features, HEADER_SIZE, MAGIC, feature};
+use super::{FILE_ATTR_SIZE, Features, HEADER_SIZE, MAGIC, PIPE_HEADER_SIZE, feature, user_record};
+
+/// What records are written through, in either format.
+pub trait RecordWriter {
+    /// Appends one record (its header says its size).
+    fn record(&mut self, bytes: &[u8]) -> io::Result<()>;
+    /// Bytes of records written so far.
+    fn data_size(&self) -> u64;
+}
 
 /// One event of the file: its attr, name and the ids of its instances.
 #[derive(Clone, Debug)]
@@ -40,6 +51,16 @@ fn file_attr(attr: &PerfEventAttr) -> io::Result<Vec<u8>> {
     let mut v = bytes[..FILE_ATTR_SIZE].to_vec();
     v[4..8].copy_from_slice(&(FILE_ATTR_SIZE as u32).to_le_bytes());
     Ok(v)
+}
+
+impl<W: Write + Seek> RecordWriter for Writer<W> {
+    fn record(&mut self, bytes: &[u8]) -> io::Result<()> {
+        Writer::record(self, bytes)
+    }
+
+    fn data_size(&self) -> u64 {
+        self.data_size
+    }
 }
 
 impl<W: Write + Seek> Writer<W> {
@@ -128,5 +149,86 @@ impl<W: Write + Seek> Writer<W> {
         self.out.seek(SeekFrom::End(0))?;
         self.out.flush()?;
         Ok(self.out)
+    }
+}
+
+/// A perf.data stream in perf's pipe format over `out`, which need not
+/// seek (a pipe, standard output): what `perf record -o -` writes
+/// (`perf_event__synthesize_for_pipe`), read by `perf script -i -`.
+pub struct PipeWriter<W: Write> {
+    out: W,
+    data_size: u64,
+}
+
+/// One record of `type_`: its header, then `body`.
+fn user_record(type_: u32, body: &[u8]) -> io::Result<Vec<u8>> {
+    let size = u16::try_from(8 + body.len()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "a record of type {type_} would take {} bytes",
+                8 + body.len()
+            ),
+        )
+    })?;
+    let mut r = Vec::with_capacity(size as usize);
+    r.extend_from_slice(&type_.to_le_bytes());
+    r.extend_from_slice(&0u16.to_le_bytes());
+    r.extend_from_slice(&size.to_le_bytes());
+    r.extend_from_slice(body);
+    Ok(r)
+}
+
+impl<W: Write> PipeWriter<W> {
+    /// Starts the stream: the header, a `PERF_RECORD_HEADER_ATTR` per event
+    /// (its attr and ids), a `PERF_RECORD_HEADER_FEATURE` per feature perf
+    /// writes in this format (the build-ids and the AUXTRACE index need a
+    /// seekable file and are left out, as perf leaves them), and the
+    /// `HEADER_LAST_FEATURE` mark.
+    pub fn create(mut out: W, events: &[WriterEvent], features: &Features) -> io::Result<Self> {
+        out.write_all(&MAGIC)?;
+        out.write_all(&(PIPE_HEADER_SIZE as u64).to_le_bytes())?;
+        let mut stored = Vec::new();
+        for e in events {
+            let mut body = file_attr(&e.attr)?;
+            for id in &e.ids {
+                body.extend_from_slice(&id.to_le_bytes());
+            }
+            out.write_all(&user_record(user_record::HEADER_ATTR, &body)?)?;
+            stored.push((file_attr(&e.attr)?, e.name.as_str(), e.ids.as_slice()));
+        }
+        let events: Vec<(&[u8], &str, &[u64])> = stored
+            .iter()
+            .map(|(a, n, i)| (a.as_slice(), *n, *i))
+            .collect();
+        for (bit, section) in features.encode(&events) {
+            if !feature::in_pipe(bit) {
+                continue;
+            }
+            let mut body = u64::from(bit).to_le_bytes().to_vec();
+            body.extend_from_slice(&section);
+            out.write_all(&user_record(user_record::HEADER_FEATURE, &body)?)?;
+        }
+        let last = u64::from(feature::LAST).to_le_bytes();
+        out.write_all(&user_record(user_record::HEADER_FEATURE, &last)?)?;
+        Ok(PipeWriter { out, data_size: 0 })
+    }
+
+    /// Ends the stream (nothing follows the records); returns the output.
+    pub fn finish(mut self) -> io::Result<W> {
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+impl<W: Write> RecordWriter for PipeWriter<W> {
+    fn record(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.out.write_all(bytes)?;
+        self.data_size += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn data_size(&self) -> u64 {
+        self.data_size
     }
 }

@@ -41,8 +41,8 @@ use self::memory::CpuMemory;
 use self::program::{KERNEL_TEXT_START, TEXT_START, Thread};
 use self::truth::{Branch, CpuTruth, SamplePoint};
 use crate::perfdata::{
-    AUXTRACE_INTEL_PT, BuildId, Features, GroupDesc, Writer, WriterEvent, intel_pt_priv,
-    parse_sample, user_record,
+    AUXTRACE_INTEL_PT, BuildId, Features, GroupDesc, PipeWriter, RecordWriter, Writer, WriterEvent,
+    intel_pt_priv, parse_sample, user_record,
 };
 use crate::rng::SplitMix64;
 
@@ -459,12 +459,59 @@ impl Programs {
     }
 }
 
-/// Runs the simulation of `config`, writing perf.data into `out`.
+/// The program's ELF and the kernel handler's (`--kernel`) for `config`,
+/// as the run's [`Outputs`] will hold them: the simulated code depends on
+/// the configuration alone, so they can be written before the run (a pipe's
+/// reader resolves symbols while the stream flows).
+pub fn images(config: &Config) -> Result<(Vec<u8>, Option<Vec<u8>>), String> {
+    let programs = Programs::generate(config);
+    Ok((
+        elf::image(&programs.user)?,
+        programs.kernel.as_ref().map(elf::image).transpose()?,
+    ))
+}
+
+/// Runs the simulation of `config`, writing a perf.data file into `out`.
 pub fn record<W: Write + Seek>(
     config: &Config,
     out: W,
     progress: &mut dyn FnMut(Progress) -> ControlFlow<()>,
 ) -> Result<(Summary, W, Outputs), String> {
+    let (summary, writer, outputs, features) = run(
+        config,
+        move |events, _| Writer::create(out, events),
+        progress,
+    )?;
+    let out = writer
+        .finish(&features)
+        .map_err(|e| format!("writing: {e}"))?;
+    Ok((summary, out, outputs))
+}
+
+/// Runs the simulation of `config`, writing perf.data in perf's pipe
+/// format into `out`, which need not seek (standard output, a pipe into
+/// `perf script -i -`): the records stream out as the run makes them.
+pub fn record_pipe<W: Write>(
+    config: &Config,
+    out: W,
+    progress: &mut dyn FnMut(Progress) -> ControlFlow<()>,
+) -> Result<(Summary, W, Outputs), String> {
+    let (summary, writer, outputs, _) = run(
+        config,
+        move |events, features| PipeWriter::create(out, events, features),
+        progress,
+    )?;
+    let out = writer.finish().map_err(|e| format!("writing: {e}"))?;
+    Ok((summary, out, outputs))
+}
+
+/// The run: the writer `start` makes from the file's events and features
+/// gets every record; returned with the features for the file format's end.
+fn run<R: RecordWriter>(
+    config: &Config,
+    start: impl FnOnce(&[WriterEvent], &Features) -> std::io::Result<R>,
+    progress: &mut dyn FnMut(Progress) -> ControlFlow<()>,
+) -> Result<(Summary, R, Outputs, Features), String> {
     config.check()?;
     let cpus = config.cpus;
     let counters = config.counters.len();
@@ -611,7 +658,9 @@ pub fn record<W: Write + Seek>(
             ids: (0..cpus).map(|c| event_id(c, k + 1, counters)).collect(),
         });
     }
-    let mut writer = Writer::create(out, &file_events).map_err(|e| format!("writing: {e}"))?;
+    let binary = elf::build_id(code);
+    let features = features(config, counters, &binary);
+    let mut writer = start(&file_events, &features).map_err(|e| format!("writing: {e}"))?;
     let mut sink = Sink {
         writer: &mut writer,
         events: &file_events,
@@ -620,7 +669,6 @@ pub fn record<W: Write + Seek>(
     };
     sink.write(&records::id_index(cpus, counters))?;
     sink.write(&auxtrace_info())?;
-    let binary = elf::build_id(code);
     if let Some(k) = &programs.kernel {
         sink.write(&records::kernel_mmap(
             k,
@@ -680,7 +728,7 @@ pub fn record<W: Write + Seek>(
     }
 
     // Reads CPU `c`'s rings into the file (`Sink::drain` with its memory).
-    let drain = |sink: &mut Sink<'_, W>, c: usize, truth: &mut CpuTruth| {
+    let drain = |sink: &mut Sink<'_, R>, c: usize, truth: &mut CpuTruth| {
         sink.drain(&memories[c], c, config.mode, &platforms[c], truth)
     };
     let mut round = 0u64;
@@ -745,10 +793,6 @@ pub fn record<W: Write + Seek>(
     summary.lost_samples = samplers.iter().map(Event::lost_samples).sum();
     summary.lost_trace_events = tracers.iter().map(SoftTracer::lost_events).sum();
     summary.data_bytes = writer.data_size();
-    let features = features(config, counters, &binary);
-    let out = writer
-        .finish(&features)
-        .map_err(|e| format!("writing: {e}"))?;
     for (t, tracer) in tracers.iter().enumerate() {
         tracer.set_tap(None);
         states[t].truth.stream = std::mem::take(&mut taps[t].borrow_mut().0);
@@ -766,7 +810,7 @@ pub fn record<W: Write + Seek>(
             .map(|c| std::mem::take(&mut c.stream))
             .collect(),
     };
-    Ok((summary, out, outputs))
+    Ok((summary, writer, outputs, features))
 }
 
 /// Keeps every byte a tracer writes (the truth's PSB positions).
@@ -1079,14 +1123,14 @@ impl Machine<'_, '_, '_, '_, '_> {
 }
 
 /// Moves records from the rings into the file, counting what it moves.
-struct Sink<'w, W: Write + Seek> {
-    writer: &'w mut Writer<W>,
+struct Sink<'w, R: RecordWriter> {
+    writer: &'w mut R,
     events: &'w [WriterEvent],
     summary: Summary,
     scratch: Vec<u8>,
 }
 
-impl<W: Write + Seek> Sink<'_, W> {
+impl<R: RecordWriter> Sink<'_, R> {
     fn write(&mut self, record: &[u8]) -> Result<(), String> {
         self.summary.records += 1;
         self.writer
