@@ -315,7 +315,6 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             }
         }
     }
-    drop(outputs);
     if summary.interrupted {
         // One line even with --quiet: the file is valid, and shorter than asked.
         eprintln!(

@@ -13,7 +13,7 @@ use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{perf_available, perfaux, text};
+use common::{perf_available, perfaux, record, text};
 use perfaux_cli::perfdata::PerfData;
 
 /// `perfaux record -o - args...` run in `dir`: (stdout, stderr).
@@ -96,14 +96,7 @@ fn dash_o_dash_streams_the_pipe_format() {
 
     // The same run into a file: the same records after the header.
     let path = dir.path().join("same.data");
-    let out = perfaux()
-        .current_dir(dir.path())
-        .args(["record", "-q", "-o"])
-        .arg(&path)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    record(&path, &[&["-q"][..], &args].concat());
     let bytes = std::fs::read(&path).unwrap();
     let twin = PerfData::parse(&bytes).unwrap();
     // (MMAP2 names the program, whose path differs.)
@@ -144,14 +137,7 @@ fn a_full_trace_through_a_pipe_decodes_as_the_file_does() {
     let args = ["--duration", "2ms", "--cpus", "2", "--mode", "full"];
     let (stream, _) = record_to_stdout(dir.path(), &args);
     let path = dir.path().join("full.data");
-    let out = perfaux()
-        .current_dir(dir.path())
-        .args(["record", "-q", "-o"])
-        .arg(&path)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    record(&path, &[&["-q"][..], &args].concat());
     // Per CPU, the branch sources in decode order. (Around a context
     // switch perf may give a branch to the other thread when it reads a
     // pipe, whose records it cannot sort as it sorts a file's: its "timestamps
