@@ -3,13 +3,13 @@
 //! packets of every AUX payload summarized by an independent decoder
 //! (`iptr-decoder`), and the invariants a faithful producer keeps.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use perfaux::abi::{aux_flags, misc, record_type, sample_type as st};
 
 use crate::perfdata::{
-    FormatError, PerfData, Record, feature, intel_pt_priv, parse_sample, parse_trailer,
+    FormatError, IndexEntry, PerfData, Record, feature, intel_pt_priv, parse_sample, parse_trailer,
     trailer_size, user_record,
 };
 
@@ -449,6 +449,8 @@ pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
     let sample_id_all = file.events.first().is_some_and(|e| e.attr.sample_id_all());
     let mut traces: BTreeMap<u32, TraceRun> = BTreeMap::new();
     let mut trace_violations = Vec::new();
+    // (file offset, header.size) of every AUXTRACE record, for the index.
+    let mut auxtrace_records = Vec::new();
     for record in file.records() {
         let record = record?;
         rep.records += 1;
@@ -554,6 +556,10 @@ pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
                 if !seen_info {
                     bad("AUXTRACE before any AUXTRACE_INFO".into());
                 }
+                auxtrace_records.push(IndexEntry {
+                    file_offset: at,
+                    size: u64::from(record.header.size),
+                });
                 // A full trace is one stream per CPU, cut into records
                 // anywhere (mid-packet too): decode what follows on.
                 let (offset, cpu) = (word(r, 16), word(r, 40) as u32);
@@ -627,7 +633,42 @@ pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
         check_trace(cpu, run.start, &run.bytes, &mut trace_violations);
     }
     rep.violations.extend(trace_violations);
+    if let Some(index) = &file.features.auxtrace_index {
+        check_index(index, &auxtrace_records, &mut rep.violations);
+    }
     Ok(rep)
+}
+
+/// A non-empty AUXTRACE index lists exactly the file's AUXTRACE records:
+/// perf 6.1 then queues AUX data from the index alone
+/// (`auxtrace_queues__process_index`), so a record missing from it is
+/// trace perf never decodes, and an entry that is not a record is garbage
+/// it decodes. An empty index makes perf walk the data section instead.
+fn check_index(index: &[IndexEntry], records: &[IndexEntry], violations: &mut Vec<String>) {
+    if index.is_empty() || index == records {
+        return;
+    }
+    let key = |e: &IndexEntry| (e.file_offset, e.size);
+    let indexed: BTreeSet<_> = index.iter().map(key).collect();
+    let written: BTreeSet<_> = records.iter().map(key).collect();
+    let missing = written.difference(&indexed).count();
+    let stray: Vec<_> = indexed.difference(&written).collect();
+    if missing > 0 {
+        violations.push(format!(
+            "the AUXTRACE index leaves out {missing} of the {} AUXTRACE records (perf never decodes their data)",
+            records.len()
+        ));
+    }
+    if let Some((offset, size)) = stray.first() {
+        violations.push(format!(
+            "the AUXTRACE index has {} entries that are no AUXTRACE record (the first at {offset:#x}, size {size:#x})",
+            stray.len(),
+        ));
+    }
+    if missing == 0 && stray.is_empty() {
+        violations
+            .push("the AUXTRACE index lists the AUXTRACE records out of order or twice".into());
+    }
 }
 
 /// The AUXTRACE data of one CPU that follows on from `start`.
@@ -741,5 +782,31 @@ mod tests {
             "{:?}",
             big.violations
         );
+    }
+
+    #[test]
+    fn an_auxtrace_index_must_list_exactly_the_auxtrace_records() {
+        let e = |file_offset, size| IndexEntry { file_offset, size };
+        let records = [e(0x100, 0x30), e(0x1000, 0x30), e(0x3000, 0x30)];
+        let check = |index: &[IndexEntry]| {
+            let mut v = Vec::new();
+            check_index(index, &records, &mut v);
+            v
+        };
+        assert!(check(&records).is_empty());
+        // Empty: perf walks the data instead.
+        assert!(check(&[]).is_empty());
+        let missing = check(&records[..2]);
+        assert_eq!(missing.len(), 1);
+        assert!(missing[0].contains("leaves out 1 of the 3"), "{missing:?}");
+        let stray = check(&[records[0], records[1], records[2], e(0x2000, 0x30)]);
+        assert!(
+            stray[0].contains("1 entries that are no AUXTRACE record (the first at 0x2000"),
+            "{stray:?}"
+        );
+        let wrong_size = check(&[records[0], records[1], e(0x3000, 0x28)]);
+        assert_eq!(wrong_size.len(), 2, "{wrong_size:?}");
+        let order = check(&[records[1], records[0], records[2]]);
+        assert!(order[0].contains("out of order"), "{order:?}");
     }
 }

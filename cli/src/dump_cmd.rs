@@ -56,7 +56,10 @@ pub fn run(args: &DumpArgs) -> Result<ExitCode, String> {
     // A file cut short: its complete records, then one line saying so.
     let cut_short = |records: u64| {
         file.truncated.as_ref().map(|why| {
-            format!("truncated: {why}; the {records} complete records before the cut were read")
+            format!(
+                "truncated: {why}; the {records} complete records before the cut were read \
+                 (`perfaux repair` writes them as a file perf reads whole)"
+            )
         })
     };
     if args.check {
@@ -140,8 +143,8 @@ pub fn run(args: &DumpArgs) -> Result<ExitCode, String> {
                 b.path, b.pid, b.misc
             )?;
         }
-        if let Some(n) = f.auxtrace_index {
-            writeln!(out, "  auxtrace index: {n} entries")?;
+        if let Some(index) = &f.auxtrace_index {
+            writeln!(out, "  auxtrace index: {} entries", index.len())?;
         }
         for (i, e) in file.events.iter().enumerate() {
             writeln!(

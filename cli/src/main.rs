@@ -3,6 +3,7 @@
 //!
 //! `perfaux record` simulates PT-style AUX sampling and writes a perf.data
 //! file Linux `perf` reads; `perfaux dump` prints and checks such files;
+//! `perfaux repair` makes a cut file one perf reads whole;
 //! `perfaux attr` decodes a `struct perf_event_attr` given as hex and tells
 //! what Linux 6.18's `perf_event_open(2)` would say about it, and why.
 
@@ -13,7 +14,9 @@ use clap::{Parser, Subcommand};
 mod attr_cmd;
 mod dump_cmd;
 mod hex;
+mod output;
 mod record_cmd;
+mod repair_cmd;
 
 #[derive(Parser)]
 #[command(
@@ -30,6 +33,7 @@ struct Cli {
 enum Command {
     Record(record_cmd::RecordArgs),
     Dump(dump_cmd::DumpArgs),
+    Repair(repair_cmd::RepairArgs),
     Attr(attr_cmd::AttrArgs),
 }
 
@@ -38,6 +42,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Record(args) => record_cmd::run(&args),
         Command::Dump(args) => dump_cmd::run(&args),
+        Command::Repair(args) => repair_cmd::run(&args),
         Command::Attr(args) => attr_cmd::run(&args),
     };
     match result {

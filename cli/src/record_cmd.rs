@@ -3,19 +3,18 @@
 
 use std::io::{BufWriter, Write as _};
 use std::ops::ControlFlow;
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use tempfile::NamedTempFile;
-
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use perfaux_cli::sim::{self, Config, Counter, Mode, Stop};
+
+use crate::output::{place, staged};
 
 /// Simulate PT-style AUX sampling on N CPUs and write a perf.data file.
 #[derive(Args, Debug)]
@@ -418,60 +417,6 @@ impl Report<'_> {
             )
         }
     }
-}
-
-/// A temporary file beside `path` (same directory, so the final rename
-/// stays on one file system), removed if it is dropped unplaced.
-fn staged(path: &Path) -> Result<NamedTempFile, String> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| format!("{}: not a file name", path.display()))?;
-    tempfile::Builder::new()
-        .prefix(&format!(".{}.", name.to_string_lossy()))
-        .suffix(".tmp")
-        // The mode `File::create` gives (open(2) applies the umask), not
-        // the temporary file's 0600.
-        .permissions(std::fs::Permissions::from_mode(0o666))
-        .tempfile_in(dir)
-        .map_err(|e| {
-            // The OS's words, without the temporary name tempfile adds.
-            let cause = e.raw_os_error().map_or_else(
-                || e.to_string(),
-                |n| std::io::Error::from_raw_os_error(n).to_string(),
-            );
-            format!("cannot create {}: {cause}", path.display())
-        })
-}
-
-/// Renames the finished `file` to `path`; with `backup`, an existing
-/// non-empty `path` is first renamed to `<path>.old`, which is returned.
-fn place(file: NamedTempFile, path: &Path, backup: bool) -> Result<Option<PathBuf>, String> {
-    let mut old = None;
-    if backup && std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() > 0) {
-        let mut name = path.as_os_str().to_owned();
-        name.push(".old");
-        let name = PathBuf::from(name);
-        std::fs::rename(path, &name).map_err(|e| {
-            format!(
-                "cannot move {} to {}: {e} (the new recording is not written)",
-                path.display(),
-                name.display()
-            )
-        })?;
-        old = Some(name);
-    }
-    file.persist(path).map_err(|e| {
-        format!(
-            "cannot rename the finished file to {}: {}",
-            path.display(),
-            e.error
-        )
-    })?;
-    Ok(old)
 }
 
 /// Set once Ctrl-C (SIGINT) arrives: the run then stops at its next round

@@ -57,9 +57,22 @@ pub struct Features {
     pub event_names: Vec<String>,
     /// `HEADER_BUILD_ID`.
     pub build_ids: Vec<BuildId>,
-    /// `HEADER_AUXTRACE`: the number of index entries (`Some(0)`: an empty
-    /// index, which lets perf read AUX data with `-F +brstackinsn`).
-    pub auxtrace_index: Option<u64>,
+    /// `HEADER_AUXTRACE`: the index of the file's AUXTRACE records, as
+    /// `perf record` writes it (`auxtrace_index__write`). perf 6.1 queues a
+    /// full trace's buffers from it and walks the data section only when
+    /// it is empty; its presence also lets perf read AUX data with
+    /// `-F +brstackinsn`. [`Writer`](super::Writer) lists the AUXTRACE
+    /// records it wrote, so a writer's caller passes `Some(vec![])`.
+    pub auxtrace_index: Option<Vec<IndexEntry>>,
+}
+
+/// One entry of the AUXTRACE index (`struct auxtrace_index_entry`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// File offset of the `PERF_RECORD_AUXTRACE` record.
+    pub file_offset: u64,
+    /// Its `header.size` (the record, not the AUX data after it).
+    pub size: u64,
 }
 
 /// Appends a perf string: `u32 len` (NUL included, rounded up to
@@ -101,6 +114,11 @@ impl<'a> Cursor<'a> {
     pub(super) fn u32(&mut self) -> Result<u32, FormatError> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    pub(super) fn u64(&mut self) -> Result<u64, FormatError> {
+        let b = self.take(8)?;
+        Ok(u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
     }
 
     pub(super) fn string(&mut self) -> Result<String, FormatError> {
@@ -198,11 +216,13 @@ impl Features {
             }
             out.push((feature::GROUP_DESC, b));
         }
-        if let Some(n) = self.auxtrace_index {
-            // Only an empty index is written: perf then reads AUXTRACE
-            // records in file order.
-            debug_assert_eq!(n, 0);
-            out.push((feature::AUXTRACE, 0u64.to_le_bytes().to_vec()));
+        if let Some(index) = &self.auxtrace_index {
+            let mut b = (index.len() as u64).to_le_bytes().to_vec();
+            for e in index {
+                b.extend_from_slice(&e.file_offset.to_le_bytes());
+                b.extend_from_slice(&e.size.to_le_bytes());
+            }
+            out.push((feature::AUXTRACE, b));
         }
         out
     }
@@ -281,8 +301,24 @@ impl Features {
                 }
             }
             feature::AUXTRACE => {
-                let head = c.take(8)?;
-                self.auxtrace_index = Some(u64::from_le_bytes(head.try_into().unwrap_or([0; 8])));
+                // As auxtrace_index__process: the count must fit the section.
+                let n = c.u64()?;
+                let fits = n
+                    .checked_mul(16)
+                    .and_then(|b| b.checked_add(8))
+                    .is_some_and(|b| b <= bytes.len() as u64);
+                if !fits {
+                    return Err(c.err(&format!("an index of {n} entries")));
+                }
+                let mut index = Vec::with_capacity(n as usize);
+                for _ in 0..n {
+                    let file_offset = c.u64()?;
+                    index.push(IndexEntry {
+                        file_offset,
+                        size: c.u64()?,
+                    });
+                }
+                self.auxtrace_index = Some(index);
             }
             _ => {}
         }

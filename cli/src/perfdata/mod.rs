@@ -8,12 +8,14 @@
 mod features;
 mod inflate;
 mod reader;
+mod repair;
 mod sample;
 mod writer;
 
-pub use features::{BuildId, Features, GroupDesc};
+pub use features::{BuildId, Features, GroupDesc, IndexEntry};
 pub use inflate::inflate;
 pub use reader::{FileEvent, FormatError, PerfData, Record, Records};
+pub use repair::{Repaired, repair};
 pub use sample::{ParsedSample, SampleIdTrailer, parse_sample, parse_trailer, trailer_size};
 pub use writer::{PipeWriter, RecordWriter, Writer, WriterEvent};
 
@@ -229,7 +231,7 @@ mod tests {
                 id: (1..=20).collect(),
                 path: "/tmp/perf.data.perfaux-demo".into(),
             }],
-            auxtrace_index: Some(0),
+            auxtrace_index: Some(Vec::new()),
         }
     }
 

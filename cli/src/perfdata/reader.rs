@@ -48,10 +48,10 @@ pub struct PerfData<'a> {
     pub features: Features,
     /// The bits set in the feature bitmap.
     pub feature_bits: Vec<u32>,
-    /// The file ends inside its data section (a copy cut short, a recording
+    /// The file ends before its header says (a copy cut short, a recording
     /// killed before its header was rewritten): what is missing. The
     /// complete records before the cut are read; the features, which follow
-    /// the data, are not.
+    /// the data, are read up to the cut.
     pub truncated: Option<String>,
     /// The file is in perf's pipe format (`perf record -o -`): a 16-byte
     /// header, then records only; the events and features are records too
@@ -150,20 +150,36 @@ impl<'a> PerfData<'a> {
         let mut features = Features::default();
         let mut feature_bits = Vec::new();
         let mut table = data_off + data_size;
+        let mut truncated = truncated;
         for bit in (0..feature::BITS).filter(|_| truncated.is_none()) {
             let byte = bytes[HEADER_SIZE - 32 + bit as usize / 8];
             if byte & (1 << (bit % 8)) == 0 {
                 continue;
             }
-            feature_bits.push(bit);
-            let entry = section(bytes, table, 16, "feature table")?;
+            // A file cut after its data: the records are whole, the
+            // features from the cut on are gone (perf reads such a file
+            // too; perf_header__process_sections stops where reading fails).
+            let entry = match section(bytes, table, 16, "feature table") {
+                Ok(entry) => entry,
+                Err(e) => {
+                    truncated = Some(e.0);
+                    break;
+                }
+            };
             table += 16;
-            let body = section(
+            let body = match section(
                 bytes,
                 u64_at(entry, 0),
                 u64_at(entry, 8),
                 feature::name(bit),
-            )?;
+            ) {
+                Ok(body) => body,
+                Err(e) => {
+                    truncated = Some(e.0);
+                    break;
+                }
+            };
+            feature_bits.push(bit);
             features.decode(bit, body)?;
         }
         if !features.event_names.is_empty() {

@@ -9,6 +9,7 @@ use std::io::{self, Seek, SeekFrom, Write};
 
 use perfaux::abi::PerfEventAttr;
 
+use super::features::IndexEntry;
 use super::{FILE_ATTR_SIZE, Features, HEADER_SIZE, MAGIC, PIPE_HEADER_SIZE, feature, user_record};
 
 /// What records are written through, in either format.
@@ -37,6 +38,9 @@ pub struct Writer<W: Write + Seek> {
     attrs_offset: u64,
     data_offset: u64,
     data_size: u64,
+    /// Every AUXTRACE record written, as `record__process_auxtrace` notes
+    /// each one for the `HEADER_AUXTRACE` index.
+    index: Vec<IndexEntry>,
 }
 
 /// The attr as the file stores it: VER7 (128 bytes), `size` saying so.
@@ -93,11 +97,21 @@ impl<W: Write + Seek> Writer<W> {
             attrs_offset,
             data_offset,
             data_size: 0,
+            index: Vec::new(),
         })
     }
 
-    /// Appends one record (its header says its size).
+    /// Appends one record (its header says its size; an AUXTRACE record
+    /// comes with its AUX data, and goes into the index).
     pub fn record(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if let Some(header) = perfaux::ring::read_header(bytes)
+            && header.type_ == user_record::AUXTRACE
+        {
+            self.index.push(IndexEntry {
+                file_offset: self.data_offset + self.data_size,
+                size: u64::from(header.size),
+            });
+        }
         self.out.write_all(bytes)?;
         self.data_size += bytes.len() as u64;
         Ok(())
@@ -109,7 +123,20 @@ impl<W: Write + Seek> Writer<W> {
     }
 
     /// Writes the feature sections and the header; returns the output.
+    /// With `features.auxtrace_index` present, the index written lists the
+    /// AUXTRACE records written (whatever entries it held).
     pub fn finish(mut self, features: &Features) -> io::Result<W> {
+        let indexed;
+        let features = match &features.auxtrace_index {
+            Some(_) => {
+                indexed = Features {
+                    auxtrace_index: Some(std::mem::take(&mut self.index)),
+                    ..features.clone()
+                };
+                &indexed
+            }
+            None => features,
+        };
         let events: Vec<(&[u8], &str, &[u64])> = self
             .events
             .iter()

@@ -1313,6 +1313,6 @@ fn features(config: &Config, counters: usize, build_id: &[u8; 20]) -> Features {
             id: build_id.to_vec(),
             path: config.binary.clone(),
         }],
-        auxtrace_index: Some(0),
+        auxtrace_index: Some(Vec::new()),
     }
 }

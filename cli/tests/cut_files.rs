@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! perfaux's files against the files perf itself writes from the same
+//! records (`perf inject`, which needs no kernel): the AUXTRACE index a full
+//! trace carries, and what perf 6.1 makes of a copy cut short, before and
+//! after `perfaux repair`.
+
+mod common;
+
+use std::os::unix::process::ExitStatusExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{perf_available, perfaux, record, text};
+use perfaux_cli::perfdata::{IndexEntry, PerfData, user_record};
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("perfaux-cut-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// `perf inject -i from -o to`: the same records, written by perf.
+fn perf_inject(from: &Path, to: &Path) {
+    let out = Command::new("perf")
+        .args(["inject", "-i"])
+        .arg(from)
+        .arg("-o")
+        .arg(to)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "perf inject: {}", text(&out.stderr));
+}
+
+/// The AUXTRACE records of `file` as index entries, with their data.
+fn auxtrace_records(file: &PerfData<'_>) -> Vec<(IndexEntry, Vec<u8>)> {
+    file.records()
+        .map(Result::unwrap)
+        .filter(|r| r.header.type_ == user_record::AUXTRACE)
+        .map(|r| {
+            let entry = IndexEntry {
+                file_offset: r.offset,
+                size: u64::from(r.header.size),
+            };
+            (entry, r.payload.to_vec())
+        })
+        .collect()
+}
+
+/// A full trace's file indexes every AUXTRACE record where it is (perf 6.1
+/// then queues the trace from the index, not by walking the data), as the
+/// file `perf inject` writes from it does: as many entries, the same AUX
+/// data in index order. A sampling-mode file has the index, empty, as
+/// `perf record --aux-sample` writes it.
+#[test]
+fn a_full_trace_indexes_its_auxtrace_records_as_perf_does() {
+    if !perf_available() {
+        return;
+    }
+    for mode in ["full", "snapshot"] {
+        let ours = tmp(&format!("index-{mode}.data"));
+        record(
+            &ours,
+            &["-q", "--cpus", "2", "--samples", "200", "--mode", mode],
+        );
+        let theirs = tmp(&format!("index-{mode}-inject.data"));
+        perf_inject(&ours, &theirs);
+        let (a, b) = (
+            std::fs::read(&ours).unwrap(),
+            std::fs::read(&theirs).unwrap(),
+        );
+        let (a, b) = (PerfData::parse(&a).unwrap(), PerfData::parse(&b).unwrap());
+        let (ours_records, theirs_records) = (auxtrace_records(&a), auxtrace_records(&b));
+        let index = a
+            .features
+            .auxtrace_index
+            .clone()
+            .expect("an AUXTRACE index");
+        let listed: Vec<IndexEntry> = ours_records.iter().map(|(e, _)| *e).collect();
+        assert_eq!(
+            index, listed,
+            "{mode}: the index lists every AUXTRACE record"
+        );
+        let perf_index = b.features.auxtrace_index.clone().expect("perf's index");
+        assert_eq!(perf_index.len(), index.len(), "{mode}: entries");
+        if mode == "full" {
+            assert!(index.len() > 10, "only {} AUXTRACE records", index.len());
+        } else {
+            assert!(index.is_empty());
+        }
+        let data = |records: &[(IndexEntry, Vec<u8>)]| -> Vec<Vec<u8>> {
+            records.iter().map(|(_, d)| d.clone()).collect()
+        };
+        assert_eq!(
+            data(&ours_records),
+            data(&theirs_records),
+            "{mode}: AUX data"
+        );
+        let out = perfaux()
+            .arg("dump")
+            .arg("--check")
+            .arg(&ours)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stdout));
+    }
+}
+
+/// How `perf report` ends on `file` within a few seconds.
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    Exit(i32),
+    Signal(i32),
+    /// Still running after 3 s (killed then).
+    Spinning,
+}
+
+fn perf_report(file: &Path) -> Outcome {
+    let mut child = Command::new("perf")
+        .args(["report", "--stdio", "-i"])
+        .arg(file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(3) {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            return Outcome::Spinning;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    match (status.code(), status.signal()) {
+        (Some(code), _) => Outcome::Exit(code),
+        (None, Some(signal)) => Outcome::Signal(signal),
+        (None, None) => unreachable!("an exit status is a code or a signal"),
+    }
+}
+
+/// A copy cut inside its data fails in perf 6.1 as a cut copy of the file
+/// perf itself writes from the same records does (sampling mode: perf's
+/// auxtrace walk reads past the cut into the zeros of the last page and
+/// spins; full mode: into pages with no file, SIGBUS), so it is perf's
+/// reading, not perfaux's writing; `perfaux repair` makes either readable.
+#[test]
+fn a_cut_file_fails_in_perf_as_a_cut_perf_written_file_does() {
+    if !perf_available() {
+        return;
+    }
+    for mode in ["snapshot", "full"] {
+        let ours = tmp(&format!("cut-{mode}.data"));
+        record(
+            &ours,
+            &["-q", "--cpus", "2", "--samples", "300", "--mode", mode],
+        );
+        let theirs = tmp(&format!("cut-{mode}-inject.data"));
+        perf_inject(&ours, &theirs);
+        let mut outcomes = Vec::new();
+        for file in [&ours, &theirs] {
+            let bytes = std::fs::read(file).unwrap();
+            let cut = file.with_extension("cut");
+            std::fs::write(&cut, &bytes[..bytes.len() * 3 / 10 + 3]).unwrap();
+            outcomes.push(perf_report(&cut));
+            let fixed = file.with_extension("fixed");
+            let out = perfaux()
+                .arg("repair")
+                .arg(&cut)
+                .arg("-o")
+                .arg(&fixed)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "repair: {}", text(&out.stderr));
+            assert_eq!(
+                perf_report(&fixed),
+                Outcome::Exit(0),
+                "{mode}: the repaired {}",
+                fixed.display()
+            );
+        }
+        assert_eq!(
+            outcomes[0], outcomes[1],
+            "{mode}: perf on perfaux's cut file, then on perf's"
+        );
+        // SIGBUS is 7 on x86-64.
+        let expected = if mode == "snapshot" {
+            Outcome::Spinning
+        } else {
+            Outcome::Signal(7)
+        };
+        assert_eq!(outcomes[0], expected, "{mode}: perf 6.1 on a cut file");
+    }
+}
