@@ -25,6 +25,87 @@
 //!   records, wakeups, and its consumers;
 //! - [`PmuCaps`]: what a PMU can do, as those checks need to know;
 //! - [`Error`]: the one error type, one Linux errno per variant.
+//!
+//! # Quick start
+//!
+//! The Rust twin of the C quick start (`tests/c/quickstart.c`): a data ring
+//! and a snapshot-mode AUX area over your own pages, the PT state of that
+//! area's buffer and the PT driver of one CPU, a little trace, and a
+//! snapshot of its newest bytes into your own sink, as a sample's
+//! `snapshot_aux` takes it from PMI context. Pages are 4 KiB aligned;
+//! every object borrows the memory and the objects below it, so none can
+//! outlive what it uses, and they are torn down in reverse order when they
+//! go out of scope.
+//!
+//! ```
+//! use perfaux::abi::{PerfEventAttr, PerfEventMmapPage};
+//! use perfaux::aux::{AuxArea, AuxConfig};
+//! use perfaux::pmu::{EventInfo, Pmu, ef};
+//! use perfaux::pt::{buffer::PtBuffer, pmu::PtPmu, stream::TraceEvent};
+//! use perfaux::pt::topa::{IdentityMap, TopaTable};
+//! use perfaux::pt::tracer::SoftTracer;
+//! use perfaux::ring::{FixedEvent, OutputSink, Ring, RingConfig};
+//!
+//! #[repr(C, align(4096))]
+//! struct Page([u8; 4096]);
+//!
+//! /// A sink takes bytes and returns how many it could NOT take.
+//! struct Copy(Vec<u8>);
+//! impl OutputSink for Copy {
+//!     fn copy(&mut self, bytes: &[u8]) -> usize {
+//!         self.0.extend_from_slice(bytes);
+//!         0
+//!     }
+//! }
+//!
+//! # fn main() -> perfaux::Result<()> {
+//! // Your memory: the user page, 4 data pages, 4 AUX pages.
+//! let mut user = Box::new(Page([0; 4096]));
+//! let mut data: Vec<Page> = (0..4).map(|_| Page([0; 4096])).collect();
+//! let mut aux: Vec<Page> = (0..4).map(|_| Page([0; 4096])).collect();
+//! let user_page = user.0.as_mut_ptr().cast::<PerfEventMmapPage>();
+//! let data_pages: Vec<*mut u8> = data.iter_mut().map(|p| p.0.as_mut_ptr()).collect();
+//! let aux_pages: Vec<*mut u8> = aux.iter_mut().map(|p| p.0.as_mut_ptr()).collect();
+//!
+//! // SAFETY: the pages are live, 4 KiB aligned and disjoint, and nothing
+//! // else touches them while the ring and the area live.
+//! let ring = unsafe { Ring::new(user_page, &data_pages, 0, RingConfig::default())? };
+//! let snapshot_mode = AuxConfig { overwrite: true, ..AuxConfig::default() };
+//! // SAFETY: as above; `user_page` is the ring's.
+//! let area = unsafe { AuxArea::new(user_page, &aux_pages, snapshot_mode, ())? };
+//!
+//! // setup_aux: the PT buffer (ToPA tables) over the area's pages, then
+//! // one CPU's driver tracing into it.
+//! let mut tables = [TopaTable::new()];
+//! // SAFETY: as above; only the tracer this buffer programs writes them.
+//! let buffer = unsafe { PtBuffer::new(&mut tables, &aux_pages, true, &IdentityMap)? };
+//! let tracer = SoftTracer::new(&IdentityMap, 4096);
+//! let record_event = FixedEvent { id: 1, sample_id: None };
+//! let pt = PtPmu::new(&tracer, &IdentityMap, &buffer, &area, &ring, record_event)?;
+//!
+//! // pmu->add with PERF_EF_START: event 1, attr.config = intel_pt's tsc bit.
+//! let mut attr = PerfEventAttr::new(136);
+//! attr.config = 1 << 10;
+//! let event = EventInfo { attr: &attr, id: 1, cpu: 0, aux_paused: false };
+//! pt.add(&event, ef::START)?;
+//!
+//! // What the CPU does: tracing on at 0x400000, then branches.
+//! tracer.trace(TraceEvent::Enable(0x40_0000));
+//! for i in 0..2000 {
+//!     tracer.trace(TraceEvent::Conditional { taken: i % 3 != 0, next: 0x40_0000 });
+//! }
+//!
+//! // A sample's AUX block: the newest 256 bytes of trace.
+//! let mut snapshot = Copy(Vec::new());
+//! assert_eq!(pt.snapshot_aux(&event, &mut snapshot, 256), 256);
+//! assert_eq!(snapshot.0.len(), 256);
+//! assert!(tracer.written() > 256);
+//!
+//! // pmu->del ends the AUX transaction; the rest goes in reverse order.
+//! pt.del(&event, ef::UPDATE);
+//! # Ok(())
+//! # }
+//! ```
 
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
