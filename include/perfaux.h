@@ -14,6 +14,10 @@
 #include <stdint.h>
 #endif
 
+/** The ToPA table pages a buffer of nr_pages AUX pages needs at most, as a
+ * constant expression (perfaux_pt_tables_for_pages() computes the same). */
+#define PERFAUX_PT_TABLES_FOR_PAGES(nr_pages) (((nr_pages) + PERFAUX_PT_REGIONS_PER_TABLE - 1) / PERFAUX_PT_REGIONS_PER_TABLE)
+
 
 /**
  * Size in bytes of the normalized attr `perfaux_attr_copy` writes
@@ -249,6 +253,12 @@
  * `perfaux_trace_event.flags`: `target` is given (ASYNC, DISABLE).
  */
 #define PERFAUX_TRACE_HAS_TARGET 4
+
+/**
+ * Regions one ToPA table page holds (the last of its 507 entries links to
+ * the next table).
+ */
+#define PERFAUX_PT_REGIONS_PER_TABLE 506
 
 /**
  * `perfaux_ring_config.flags`: overwrite mode (a read-only mapping in
@@ -1143,10 +1153,19 @@ int perfaux_event_overflow(struct perfaux_event *ev,
 int perfaux_event_fini(struct perfaux_event *ev);
 
 /**
+ * The ToPA table pages `perfaux_pt_buffer_init` needs at most for
+ * `nr_pages` AUX pages (one region per page when none are contiguous);
+ * the `PERFAUX_PT_TABLES_FOR_PAGES(nr_pages)` macro gives the same
+ * number as a constant expression.
+ */
+size_t perfaux_pt_tables_for_pages(size_t nr_pages);
+
+/**
  * Initializes the PT state of one AUX buffer (`setup_aux`): `nr_pages`
  * 4 KiB pages (`pages`, one pointer per page, a power of two), overwrite
  * (snapshot) mode if `overwrite` is 1, its ToPA tables in `tables`
- * (`nr_tables` 4 KiB-aligned pages; one holds 506 regions), physical
+ * (`nr_tables` 4 KiB-aligned pages, `perfaux_pt_tables_for_pages(nr_pages)`
+ * of them at most), physical
  * addresses through `phys` (NULL: identity; a kernel passes
  * `virt_to_phys`/`phys_to_virt`, the same map as the CPU objects').
  *

@@ -163,7 +163,7 @@ static void *pax_setup_aux(struct perf_event *event, void **pages, int nr_pages,
 	buf = kzalloc(sizeof(*buf), GFP_KERNEL);
 	if (!buf)
 		return NULL;
-	buf->nr_tables = nr_pages / 500 + 2;
+	buf->nr_tables = perfaux_pt_tables_for_pages(nr_pages);
 	buf->tables = alloc_pages_exact(buf->nr_tables * PAGE_SIZE, GFP_KERNEL | __GFP_ZERO);
 	buf->pages = kmalloc_array(nr_pages, sizeof(void *), GFP_KERNEL);
 	if (!buf->tables || !buf->pages)

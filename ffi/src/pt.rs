@@ -486,10 +486,25 @@ unsafe fn build_buffer(
     0
 }
 
+/// Regions one ToPA table page holds (the last of its 507 entries links to
+/// the next table).
+pub const PERFAUX_PT_REGIONS_PER_TABLE: usize = 506;
+const _: () = assert!(PERFAUX_PT_REGIONS_PER_TABLE == perfaux::pt::topa::REGIONS_PER_TABLE);
+
+/// The ToPA table pages `perfaux_pt_buffer_init` needs at most for
+/// `nr_pages` AUX pages (one region per page when none are contiguous);
+/// the `PERFAUX_PT_TABLES_FOR_PAGES(nr_pages)` macro gives the same
+/// number as a constant expression.
+#[unsafe(no_mangle)]
+pub extern "C" fn perfaux_pt_tables_for_pages(nr_pages: usize) -> usize {
+    perfaux::pt::topa::tables_for_pages(nr_pages)
+}
+
 /// Initializes the PT state of one AUX buffer (`setup_aux`): `nr_pages`
 /// 4 KiB pages (`pages`, one pointer per page, a power of two), overwrite
 /// (snapshot) mode if `overwrite` is 1, its ToPA tables in `tables`
-/// (`nr_tables` 4 KiB-aligned pages; one holds 506 regions), physical
+/// (`nr_tables` 4 KiB-aligned pages, `perfaux_pt_tables_for_pages(nr_pages)`
+/// of them at most), physical
 /// addresses through `phys` (NULL: identity; a kernel passes
 /// `virt_to_phys`/`phys_to_virt`, the same map as the CPU objects').
 ///

@@ -325,6 +325,20 @@ static uint64_t half_phys(void *ctx, const void *virt)
 	return (uint64_t)(uintptr_t)virt;
 }
 
+/* The table count: the macro (a constant expression, for static storage)
+ * and the function agree; one table up to 506 pages. */
+static void table_count(void)
+{
+	static char one_mib_buffer_tables[PERFAUX_PT_TABLES_FOR_PAGES(256)];
+	const size_t pages[] = { 1, 2, 256, 506, 507, 512, 1024, 1 << 20 };
+
+	CHECK(sizeof(one_mib_buffer_tables) == 1);
+	for (size_t i = 0; i < sizeof(pages) / sizeof(pages[0]); i++)
+		CHECK(PERFAUX_PT_TABLES_FOR_PAGES(pages[i]) == perfaux_pt_tables_for_pages(pages[i]));
+	CHECK(perfaux_pt_tables_for_pages(506) == 1 && perfaux_pt_tables_for_pages(507) == 2);
+	CHECK(perfaux_pt_tables_for_pages(1 << 20) == 2073);
+}
+
 static void bad_inputs(void)
 {
 	void *user = aligned_alloc(PAGE, PAGE);
@@ -458,6 +472,7 @@ int main(void)
 	perfaux_set_warn_hook(on_warn);
 	snapshot_mode();
 	full_mode();
+	table_count();
 	bad_inputs();
 	return 0;
 }

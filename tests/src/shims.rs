@@ -143,7 +143,7 @@ pub fn with_pt<R>(
         },
         (),
     );
-    let mut tables = vec![TopaTable::new(); aux.pages().len() / 500 + 1];
+    let mut tables = vec![TopaTable::new(); perfaux::pt::topa::tables_for_pages(aux.pages().len())];
     // SAFETY: the test memory outlives the buffer; only the tracer writes it.
     let buffer = unsafe {
         perfaux::pt::buffer::PtBuffer::new(&mut tables, aux.pages(), overwrite, &IdentityMap)

@@ -4,7 +4,9 @@
 
 use perfaux::Error;
 use perfaux::abi::PAGE_SIZE;
-use perfaux::pt::topa::{IdentityMap, TENTS_PER_PAGE, Topa, TopaEntry, TopaPosition, TopaTable};
+use perfaux::pt::topa::{
+    IdentityMap, TENTS_PER_PAGE, Topa, TopaEntry, TopaPosition, TopaTable, tables_for_pages,
+};
 use perfaux_tests::mem::AuxMemory;
 
 fn tables(n: usize) -> Vec<TopaTable> {
@@ -175,4 +177,27 @@ fn bad_input_is_refused() {
         Some(Error::NoMemory)
     );
     assert_eq!(TopaEntry::region(4096, 0).map(|e| e.base()), Ok(4096));
+}
+
+/// `tables_for_pages` is exactly what a buffer of pages that are never
+/// contiguous (one region each) needs: it builds with that many tables and
+/// is refused with one fewer.
+#[test]
+fn tables_for_pages_is_exact_for_one_region_per_page() {
+    for pages in [1usize, 2, 256, 512, 1024, 2048] {
+        let aux = AuxMemory::scattered(pages);
+        let need = tables_for_pages(pages);
+        let mut t = tables(need);
+        let topa = Topa::build(&mut t, aux.pages(), &IdentityMap).unwrap();
+        assert_eq!(topa.regions(), pages, "{pages} pages: one region each");
+        assert_eq!(topa.tables().len(), need, "{pages} pages");
+        layout(&topa);
+        let mut fewer = tables(need - 1);
+        assert_eq!(
+            Topa::build(&mut fewer, aux.pages(), &IdentityMap).err(),
+            Some(Error::NoMemory),
+            "{pages} pages in {} tables",
+            need - 1
+        );
+    }
 }

@@ -31,7 +31,7 @@ use perfaux::pt::buffer::PtBuffer;
 use perfaux::pt::config::bits as pt_bits;
 use perfaux::pt::pmu::{AreaPtPmu, PtPmu};
 use perfaux::pt::stream::{PacketSink, TraceEvent};
-use perfaux::pt::topa::{IdentityMap, TopaTable};
+use perfaux::pt::topa::{IdentityMap, TopaTable, tables_for_pages};
 use perfaux::pt::tracer::{SoftTracer, TraceHw};
 use perfaux::ring::{Consumer, FixedEvent, Ring, RingConfig, SampleId};
 use perfaux::sample::{IrqMask, SampleData};
@@ -553,9 +553,8 @@ fn run<R: RecordWriter>(
         })
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("AUX area: {e:?}"))?;
-    let regions = config.aux_pages / memory::block_pages(config.aux_pages, overwrite);
     let mut tables: Vec<Vec<TopaTable>> = (0..cpus)
-        .map(|_| vec![TopaTable::new(); regions.div_ceil(400) + 1])
+        .map(|_| vec![TopaTable::new(); tables_for_pages(config.aux_pages)])
         .collect();
     let tracers: Vec<SoftTracer<'_>> = (0..cpus)
         .map(|_| SoftTracer::new(&IdentityMap, PSB_BASE))

@@ -16,6 +16,28 @@ use crate::error::{Error, Result};
 
 /// Entries per table page (Linux `TENTS_PER_PAGE`: a page minus 40 bytes of metadata).
 pub const TENTS_PER_PAGE: usize = 507;
+
+/// Regions one table holds: all its entries but the one after the last
+/// region, the END entry linking to the next table (the last table's to
+/// the first), as `topa_insert_table` leaves it.
+pub const REGIONS_PER_TABLE: usize = TENTS_PER_PAGE - 1;
+
+/// The ToPA tables [`Topa::build`] needs at most for a buffer of `pages`
+/// 4 KiB pages: one region per page when no two pages are physically
+/// contiguous, [`REGIONS_PER_TABLE`] regions per table. Contiguous,
+/// aligned pages share a region and may need fewer; `build` takes more than
+/// it needs and refuses fewer with `ENOMEM`.
+///
+/// ```
+/// use perfaux::pt::topa::tables_for_pages;
+/// assert_eq!(tables_for_pages(1), 1);
+/// assert_eq!(tables_for_pages(256), 1);
+/// assert_eq!(tables_for_pages(512), 2); // 506 regions, then 6 more
+/// assert_eq!(tables_for_pages(1 << 20), 2073); // a 4 GiB buffer
+/// ```
+pub const fn tables_for_pages(pages: usize) -> usize {
+    pages.div_ceil(REGIONS_PER_TABLE)
+}
 /// The largest region order: 4 KiB << 15 = 128 MiB.
 pub const MAX_REGION_ORDER: u32 = 15;
 
