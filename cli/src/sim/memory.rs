@@ -5,7 +5,6 @@
 //! up to 2 MiB here, so the ToPA tables stay short).
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use perfaux::abi::{PAGE_SIZE, PerfEventMmapPage};
 
@@ -102,59 +101,5 @@ impl CpuMemory {
     /// The AUX pages, one pointer per 4 KiB page.
     pub fn aux_pages(&self) -> &[*mut u8] {
         &self.aux_pages
-    }
-
-    /// `aux_head` (`head`) or `aux_tail` of the user page.
-    fn aux_word(&self, head: bool) -> &AtomicU64 {
-        let page = self.user_page();
-        // SAFETY: the user page is live as long as `self` and 8-aligned;
-        // its aux_head/aux_tail words are only accessed atomically (by the
-        // engine and by this consumer), so an `AtomicU64` view is sound.
-        unsafe {
-            AtomicU64::from_ptr(if head {
-                &raw mut (*page).aux_head
-            } else {
-                &raw mut (*page).aux_tail
-            })
-        }
-    }
-
-    /// `aux_head`, loaded as a consumer does: Acquire pairs with the
-    /// engine's Release store of it, so the AUX bytes below are visible.
-    pub fn aux_head(&self) -> u64 {
-        self.aux_word(true).load(Ordering::Acquire)
-    }
-
-    /// `aux_tail` as this consumer last stored it (only it writes it).
-    pub fn aux_tail(&self) -> u64 {
-        self.aux_word(false).load(Ordering::Relaxed)
-    }
-
-    /// Gives AUX bytes up to `tail` back: Release pairs with the engine's
-    /// Acquire load of `aux_tail`, so our reads happen before it reuses them.
-    pub fn set_aux_tail(&self, tail: u64) {
-        self.aux_word(false).store(tail, Ordering::Release);
-    }
-
-    /// Copies AUX bytes `[from, from + out.len())` (wrapping) into `out`.
-    pub fn read_aux(&self, from: u64, out: &mut [u8]) {
-        let size = (self.aux_pages.len() * PAGE_SIZE) as u64;
-        let mut done = 0;
-        while done < out.len() {
-            let pos = ((from + done as u64) % size) as usize;
-            let n = (PAGE_SIZE - pos % PAGE_SIZE).min(out.len() - done);
-            // SAFETY: `pos / PAGE_SIZE` indexes a live page and the `n`
-            // bytes from `pos % PAGE_SIZE` stay inside it; the engine does
-            // not write the bytes between aux_tail and aux_head (the
-            // consumer's) and `out` is a distinct Rust buffer.
-            unsafe {
-                core::ptr::copy_nonoverlapping(
-                    self.aux_pages[pos / PAGE_SIZE].add(pos % PAGE_SIZE),
-                    out[done..].as_mut_ptr(),
-                    n,
-                );
-            }
-            done += n;
-        }
     }
 }

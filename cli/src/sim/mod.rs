@@ -24,7 +24,7 @@ use std::ops::ControlFlow;
 
 use perfaux::PmuCaps;
 use perfaux::abi::{PerfEventAttr, attr_flags, aux_flags, misc, record_type, sample_type as st};
-use perfaux::aux::{AuxArea, AuxConfig};
+use perfaux::aux::{AuxArea, AuxConfig, AuxConsumer};
 use perfaux::event::{Buffer, Event, EventConfig};
 use perfaux::pmu::{EventInfo, Platform, Pmu};
 use perfaux::pt::buffer::PtBuffer;
@@ -1197,21 +1197,25 @@ impl<R: RecordWriter> Sink<'_, R> {
         consumer.commit();
         self.scratch = scratch;
         if mode == Mode::Full {
-            let (head, tail) = (mem.aux_head(), mem.aux_tail());
+            // SAFETY: the AUX area in `mem` is writable in full-trace mode,
+            // and this is its only consumer.
+            let mut aux = unsafe { AuxConsumer::new(mem.user_page(), mem.aux_pages()) }
+                .map_err(|e| format!("AUX consumer: {e:?}"))?;
+            aux.refresh();
             // Everything up to aux_head, padded to 8 bytes as `perf record`
             // pads it; the next record starts at aux_head (the padding is
             // outside the stream: perf's overlap logic and `dump --check`
             // drop it). aux_head moves only after whole packets (the PMI
             // and the end of a transaction read the hardware's position),
             // so no record ends inside a packet unless the trace stopped.
-            let len = head.saturating_sub(tail) as usize;
+            let len = aux.available() as usize;
             if len > 0 {
                 let padded = len.next_multiple_of(8);
-                let mut record = auxtrace(padded as u64, tail, platform.now.get(), c);
+                let mut record = auxtrace(padded as u64, aux.position(), platform.now.get(), c);
                 let at = record.len();
                 record.resize(at + padded, 0);
-                mem.read_aux(tail, &mut record[at..at + len]);
-                mem.set_aux_tail(head);
+                aux.read_to_slice(&mut record[at..at + len]);
+                aux.commit();
                 self.summary.auxtrace_bytes += len as u64;
                 self.summary.records += 1;
                 self.writer

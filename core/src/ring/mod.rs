@@ -33,7 +33,7 @@ mod buffer;
 mod consumer;
 mod hook;
 mod output;
-mod pages;
+pub(crate) mod pages;
 mod sample_id;
 
 pub use buffer::{Ring, RingConfig, SelfMonitoring, Wakeup};
