@@ -3,7 +3,8 @@
 //!
 //! Linux keeps these as `PERF_PMU_CAP_*` bits plus the presence of callbacks
 //! (`setup_aux`, `snapshot_aux`, `aux_output_match`). The kernel's bit values
-//! are internal and were renumbered between releases (spec §B.7), so perfaux
+//! are internal and were renumbered between releases (6.13 added `PERF_PMU_CAP_AUX_PAUSE`),
+//! so perfaux
 //! has its own, stable numbering; the C ABI exports it as `PERFAUX_CAP_*`.
 
 /// A set of PMU capabilities.

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! Events and groups (spec §B.5, §B.6, §E.1, §E.3, §E.9, §E.10): the AUX
+//! Events and groups (`perf_get_aux_event`, `perf_event_set_output`,
+//! `perf_prepare_sample_aux`, `perf_event_aux_pause` in `kernel/events/core.c`): the AUX
 //! leader link, event states and the CPU an event is active on, output
 //! redirection, inherited children writing through their parent's buffer,
 //! and the overflow flow (prepare, begin, output, end).
@@ -104,7 +105,7 @@ impl<'g, P> Event<'g, P> {
     ///
     /// Beyond [`check_event`], the group block checks what needs the events
     /// themselves, in Linux's order: the leader must be a group leader, then
-    /// (after the clock) both must be bound to the same CPU (spec H.1 O16, O17).
+    /// (after the clock) both must be bound to the same CPU (`sys_perf_event_open`'s group checks).
     pub fn open(config: EventConfig<'g, P>) -> core::result::Result<Self, Rule> {
         let leader_info = config.leader.map(|l| GroupLeader {
             attr: &l.attr,
@@ -241,9 +242,10 @@ impl<'g, P> Event<'g, P> {
     }
 
     /// Prepares the PMU for an AUX area over `pages` (`rb_alloc_aux` →
-    /// `pmu->setup_aux`, spec §D.2): `EOPNOTSUPP` if the PMU has no AUX area;
+    /// `pmu->setup_aux`, `rb_alloc_aux`): `EOPNOTSUPP` if the PMU has no AUX area;
     /// for a PMU that needs one contiguous block (`AUX_NO_SG`) in overwrite
-    /// mode, `ENOMEM` unless the pages are one block (spec H.2 B7); then
+    /// mode, `ENOMEM` unless the pages are one block (`rb_alloc_aux` for
+    /// `PERF_PMU_CAP_AUX_NO_SG`); then
     /// whatever the PMU's `setup_aux` says. Build the [`AuxArea`] over the
     /// same pages afterwards, and call [`free_aux`](Self::free_aux) when it
     /// is released.
@@ -269,9 +271,10 @@ impl<'g, P> Event<'g, P> {
     }
 
     /// Redirects this event's output into `target`'s buffer
-    /// (`PERF_EVENT_IOC_SET_OUTPUT`, spec §B.6): `EINVAL` for itself, another
+    /// (`PERF_EVENT_IOC_SET_OUTPUT`, `perf_event_set_output`): `EINVAL` for itself, another
     /// CPU, another clock, mixed `write_backward`, two AUX events of
-    /// different PMUs (spec H.1 O21), a target without a buffer, or an event
+    /// different PMUs (`perf_event_set_output`'s `pmu != pmu` check), a target without a
+    /// buffer, or an event
     /// that has a buffer of its own already.
     pub fn set_output(&self, target: &'g Event<'g, P>) -> Result<()> {
         if ptr::eq(self, target) || self.cpu != target.cpu {
@@ -352,7 +355,7 @@ impl<'g, P> Event<'g, P> {
 
     /// Enables the event (`PERF_EVENT_IOC_ENABLE`): `Off` and `Error` become
     /// `Inactive`. A sampler whose AUX leader went away then runs unlinked
-    /// and its samples carry no AUX data (spec H.1 O20).
+    /// and its samples carry no AUX data (`perf_put_aux_event`).
     pub fn enable(&self) {
         if matches!(self.state(), EventState::Off | EventState::Error) {
             self.state
@@ -363,7 +366,7 @@ impl<'g, P> Event<'g, P> {
     /// Closes the event (`perf_group_detach` + `perf_put_aux_event`): taken
     /// off the PMU and out of its leader's sibling list; if it is an AUX
     /// leader, every sibling linked to it loses the link and goes to
-    /// `Error` (spec §B.5, H.1 O20).
+    /// `Error` (`perf_put_aux_event`).
     pub fn close(&self) {
         self.sched_out();
         // Relaxed: same-CPU state (set-up path).
@@ -407,7 +410,7 @@ impl<'g, P> Event<'g, P> {
     /// `perf_event_output`), from PMI context: pause the AUX leader first if
     /// `aux_pause`; write the sample (with `aux_sample_size`, the AUX block
     /// from the leader's `snapshot_aux`) into the output buffer; resume the
-    /// leader after if `aux_resume` (spec §E.10).
+    /// leader after if `aux_resume` (`perf_event_aux_pause`, Linux 6.13).
     ///
     /// `data` gives what the PMI knows (IP, misc, period, addr and the other
     /// payload fields); TID, TIME, ID, STREAM_ID and CPU are the event's and

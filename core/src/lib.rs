@@ -7,8 +7,9 @@
 //! groups, and a PT-style PMU, all over caller-provided memory, with no
 //! allocation.
 //!
-//! The behaviour reference is the project's `spec/kernel-aux-sampling.md`;
-//! section numbers in the documentation (§B.1, H.1 O6, ...) point into it.
+//! The behaviour is Linux's: the documentation names the kernel function or
+//! file each piece follows (`kernel/events/core.c`, `ring_buffer.c`,
+//! `arch/x86/events/intel/pt.c`, Linux 6.1 unless it says otherwise).
 //!
 //! Modules:
 //! - [`abi`]: `perf_event_attr`, records, `perf_event_mmap_page`, with every

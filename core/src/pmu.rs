@@ -80,7 +80,7 @@ pub trait Pmu {
         let _ = event;
     }
 
-    /// `pmu->snapshot_aux` (spec §E.7): copy at most `size` of the newest
+    /// `pmu->snapshot_aux` (`include/linux/perf_event.h`): copy at most `size` of the newest
     /// AUX bytes into `sink`, without changing the event's state; return the
     /// byte count or a negative errno. Only PMUs with
     /// [`PmuCaps::SNAPSHOT_AUX`] are asked; the default copies nothing.

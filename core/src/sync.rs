@@ -13,7 +13,7 @@
 //!   Elsewhere (and under Miri and loom) they are relaxed atomics.
 //! - **Shared** words of the user page ([`shared_u64`]): `data_head`,
 //!   `data_tail` and friends, which another CPU reads or writes; their
-//!   ordering is spelled out at every use, with the pairing of spec §C.7.
+//!   ordering is spelled out at every use, with the pairing of ring_buffer.c's A/B/C/D.
 //! - **Payload** bytes ([`copy_to`], [`copy_from`], [`zero`]): record bytes
 //!   in the caller's pages, published by the `data_head` release store.
 //!

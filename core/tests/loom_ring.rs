@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! loom models of the cross-CPU ring protocol (spec §C.7): a writer on one
+//! loom models of the cross-CPU ring protocol (ring_buffer.c's A/B/C/D): a writer on one
 //! CPU, the consumer on another, talking only through `data_head`,
 //! `data_tail` and the payload, every word of which is a loom atomic (see
 //! `sync::loom_memory`), so a missing Release/Acquire shows up as a stale or

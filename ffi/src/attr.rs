@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! `perfaux_attr_copy` and `perfaux_event_check`: attr copy-in and the
-//! open-time AUX/group rules (spec §B).
+//! open-time AUX/group rules (`perf_copy_attr`, `sys_perf_event_open`).
 
 use core::ffi::{c_int, c_void};
 use core::ptr;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! Parses `PERF_RECORD_SAMPLE` bodies (every field, in the kernel's order,
-//! spec §A.5: the AUX block last) and the `sample_id` trailer of other
+//! `perf_output_sample`'s order: the AUX block last) and the `sample_id` trailer of other
 //! records, with every length checked against the record.
 
 use perfaux::abi::{

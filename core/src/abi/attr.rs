@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! `struct perf_event_attr` through `PERF_ATTR_SIZE_VER8` (spec §A.1, §A.2).
+//! `struct perf_event_attr` through `PERF_ATTR_SIZE_VER8` (`include/uapi/linux/perf_event.h`).
 
 use static_assertions::const_assert_eq;
 
@@ -78,7 +78,8 @@ pub const PERF_FLAG_FD_CLOEXEC: u64 = 1 << 3;
 pub struct PerfEventAttr {
     /// Major type: hardware, software, tracepoint, ... or a dynamic PMU type.
     pub type_: u32,
-    /// Size of the attr as the caller knows it (in/out, spec §B.1).
+    /// Size of the attr as the caller knows it (in/out: `perf_copy_attr` writes its own
+    /// size back on `E2BIG`).
     pub size: u32,
     /// Type-specific configuration.
     pub config: u64,
@@ -131,7 +132,7 @@ const_assert_eq!(
 );
 const_assert_eq!(core::mem::align_of::<PerfEventAttr>(), 8);
 
-/// Byte offsets of every field (spec §A.1), asserted against the struct.
+/// Byte offsets of every field (the uapi header's), asserted against the struct.
 pub mod attr_offsets {
     #![allow(missing_docs)]
     pub const TYPE: usize = 0;
@@ -197,7 +198,7 @@ pub(crate) use assert_offsets;
 /// so that a bit's name, number and accessor can never disagree.
 macro_rules! attr_flag_bits {
     ($($(#[$doc:meta])* $getter:ident => $konst:ident = $bit:expr;)*) => {
-        /// Bits of the flag word at offset 40 of `perf_event_attr` (spec §A.2).
+        /// Bits of the flag word at offset 40 of `perf_event_attr` (its bitfields, in uapi order).
         pub mod attr_flags {
             $( $(#[$doc])* pub const $konst: u64 = 1 << $bit; )*
             /// `precise_ip`, a 2-bit field at bits 15..16.
@@ -299,7 +300,8 @@ attr_flag_bits! {
     sigtrap => SIGTRAP = 37;
 }
 
-/// Bits of the `aux_action` word at offset 116 (Linux 6.13+, spec §A.1, §B.7).
+/// Bits of the `aux_action` word at offset 116 (Linux 6.13+: `aux_start_paused`,
+/// `aux_pause`, `aux_resume`).
 pub mod aux_action {
     /// `aux_start_paused`: the AUX event starts with its trace paused.
     pub const START_PAUSED: u32 = 1 << 0;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! `struct perf_event_mmap_page`: the first page of a perf mapping (spec §A.8).
+//! `struct perf_event_mmap_page`: the first page of a perf mapping (uapi header).
 
 use super::attr::assert_offsets;
 use static_assertions::const_assert_eq;
@@ -79,7 +79,7 @@ const_assert_eq!(
 );
 const_assert_eq!(core::mem::align_of::<PerfEventMmapPage>(), 8);
 
-/// Byte offsets of every field of [`PerfEventMmapPage`] (spec §A.8).
+/// Byte offsets of every field of [`PerfEventMmapPage`] (uapi header).
 pub mod mmap_offsets {
     #![allow(missing_docs)]
     pub const VERSION: usize = 0;

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! The Linux perf user-space ABI (spec §A): layouts shared with user space
+//! The Linux perf user-space ABI (`include/uapi/linux/perf_event.h`): layouts shared with
+//! user space
 //! and C, each `#[repr(C)]` with its size and every field offset asserted at
 //! compile time. A test in `perfaux-tests` also compares each field with the
 //! system's `<linux/perf_event.h>` through bindgen.

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! Record header, record types, and the fixed-layout record bodies (spec §A.4, §A.7).
+//! Record header, record types, and the fixed-layout record bodies (`enum perf_event_type`
+//! in the uapi header).
 
 use super::attr::assert_offsets;
 use static_assertions::const_assert_eq;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! `sample_type`, `read_format` and `branch_sample_type` bits (spec §A.3).
+//! `sample_type`, `read_format` and `branch_sample_type` bits (uapi header).
 
 /// `PERF_SAMPLE_*` bits of `perf_event_attr::sample_type`, as Linux 6.18 has them.
 pub mod sample_type {

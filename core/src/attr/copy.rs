@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! Size negotiation: `perf_copy_attr` + `copy_struct_from_user` (spec §B.1).
+//! Size negotiation: `perf_copy_attr` + `copy_struct_from_user` (`include/linux/uaccess.h`).
 
 use super::rule::Rule;
 use super::validate::{CopyPolicy, validate_attr};
@@ -27,7 +27,8 @@ const SIZE_FIELD: core::ops::Range<usize> = attr_offsets::SIZE..attr_offsets::SI
 ///   nothing written back;
 /// - `size <= 136` and `size > uattr.len()`: [`Rule::AttrUnreadable`];
 /// - the first `min(size, 136)` bytes are copied, the rest of the attr is
-///   zero (a size that ends inside a field copies it partially, spec H.1 O6);
+///   zero (a size that ends inside a field copies it partially: size 114 takes the two low
+///   bytes of `aux_sample_size`);
 /// - `attr.size` keeps the caller's value, even above 136;
 /// - the checks of [`validate_attr`].
 ///
@@ -56,7 +57,7 @@ pub fn write_back_size(uattr: &mut [u8]) {
     }
 }
 
-/// Steps 1-6 of spec §B.1: read the size, bound it, check the unknown tail,
+/// The first steps of `perf_copy_attr`: read the size, bound it, check the unknown tail,
 /// copy the known part.
 fn negotiate(uattr: &[u8]) -> Result<PerfEventAttr, Rule> {
     let size_bytes: [u8; 4] = uattr

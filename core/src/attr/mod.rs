@@ -6,13 +6,14 @@
 //!
 //! Three steps, as `perf_event_open(2)` takes them:
 //!
-//! 1. [`copy_attr`]: size negotiation (spec §B.1, `perf_copy_attr` +
+//! 1. [`copy_attr`]: size negotiation (`perf_copy_attr` +
 //!    `copy_struct_from_user`), then
-//! 2. the post-copy checks of `perf_copy_attr` (spec §B.2, [`CopyPolicy`]
+//! 2. the post-copy checks of `perf_copy_attr` ([`CopyPolicy`]
 //!    holds what they need to know of the system), then, once the PMUs are known,
 //! 3. [`check_event`]: the open-time rules that depend only on the attrs and
-//!    the PMU capabilities of the event and of its group leader (spec §B.3,
-//!    §B.4, §B.5, §B.7): AUX output, AUX pause/resume, `aux_sample_size`
+//!    the PMU capabilities of the event and of its group leader
+//!    (`sys_perf_event_open`, `perf_event_alloc`, `perf_get_aux_event`): AUX output, AUX
+//!    pause/resume, `aux_sample_size`
 //!    and its AUX leader, clocks, and group membership.
 //!
 //! ```

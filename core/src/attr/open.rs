@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! Open-time rules that depend only on the attrs and the PMU capabilities
-//! of an event and of its group leader (spec §B.3, §B.4, §B.5, §B.7).
+//! of an event and of its group leader (`sys_perf_event_open`, `perf_event_alloc`,
+//! `perf_get_aux_event` in `kernel/events/core.c`, with 6.13's AUX pause/resume).
 
 use super::rule::Rule;
 use crate::abi::{PerfEventAttr, x86_regs};
@@ -72,16 +73,17 @@ pub const fn needs_aux_event(attr: &PerfEventAttr) -> bool {
 ///
 /// 1. PMU init (`perf_try_init_event`): extended (XMM) registers on a PMU
 ///    without them → `EOPNOTSUPP`; any `exclude_*` on a `NO_EXCLUDE` PMU → `EINVAL`.
-/// 2. `perf_event_alloc` (§B.4, §B.7): `aux_output` on a PMU without
+/// 2. `perf_event_alloc`: `aux_output` on a PMU without
 ///    AUX-output capability, or together with `aux_pause`/`aux_resume` →
 ///    `EOPNOTSUPP`; `aux_pause` with `aux_resume` → `EINVAL`;
 ///    `aux_start_paused` on a PMU without AUX pause → `EOPNOTSUPP`.
 /// 3. A sampling event (`sample_period != 0`) on a `NO_INTERRUPT` PMU → `EOPNOTSUPP`.
 /// 4. `use_clockid`: unknown clock, or a clock not NMI-safe on a PMU that
 ///    runs in NMI context → `EINVAL`.
-/// 5. Group (§B.3 #18): a clock other than the leader's, or a sibling that is
+/// 5. Group (`sys_perf_event_open`'s group checks): a clock other than the leader's, or a
+///    sibling that is
 ///    `exclusive` or `pinned` → `EINVAL`.
-/// 6. `perf_get_aux_event` (§B.5, §B.7) when [`needs_aux_event`]: no leader;
+/// 6. `perf_get_aux_event` when [`needs_aux_event`]: no leader;
 ///    `aux_output` with `aux_sample_size`; `aux_output` and the leader is not
 ///    an AUX instruction tracer this PMU matches; `aux_pause`/`aux_resume`
 ///    and the leader cannot pause; `aux_sample_size` and the leader's PMU has

@@ -18,7 +18,7 @@ use crate::error::Error;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Rule {
-    // Size negotiation (spec §B.1).
+    // Size negotiation (`perf_copy_attr`, `copy_struct_from_user`).
     /// The `size` field (bytes 4..8) is not readable.
     SizeUnreadable,
     /// `size` is below 64 or above 4096.
@@ -28,7 +28,7 @@ pub enum Rule {
     /// The attr's bytes reach past the readable memory.
     AttrUnreadable,
 
-    // Post-copy checks (spec §B.2).
+    // Post-copy checks (`perf_copy_attr`).
     /// A reserved bit is set: flag bits 38..63, `__reserved_2`, or `aux_action` bits 3..31.
     ReservedBits,
     /// `sample_type` has a bit from 25 up.
@@ -60,7 +60,7 @@ pub enum Rule {
     /// `sigtrap` without `remove_on_exec`.
     SigtrapWithoutRemoveOnExec,
 
-    // Open-time checks (spec §B.3-§B.5, §B.7).
+    // Open-time checks (`sys_perf_event_open`, `perf_event_alloc`, `perf_get_aux_event`).
     /// Extended (XMM) registers on a PMU that cannot sample them.
     ExtendedRegs,
     /// An `exclude_*` flag on a PMU that cannot exclude.

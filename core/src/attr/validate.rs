@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! The post-copy checks of `perf_copy_attr` (spec §B.2), in Linux 6.18's order.
+//! The post-copy checks of `perf_copy_attr` (`kernel/events/core.c`), in Linux 6.18's order.
 
 use super::rule::Rule;
 use crate::abi::{
@@ -106,7 +106,8 @@ pub fn validate_attr(attr: &mut PerfEventAttr, policy: &CopyPolicy) -> Result<()
         attr.sample_max_stack = policy.max_stack;
     }
 
-    // Linux stores this result and carries on (spec §B.2 #8): a later
+    // Linux stores this result and carries on (`perf_copy_attr`'s
+    // `ret = perf_reg_validate(...)` for REGS_INTR): a later
     // check's error is returned first.
     let regs_intr = if attr.sample_type & st::REGS_INTR != 0 {
         validate_regs(attr.sample_regs_intr).map_err(|()| Rule::RegsIntrMask)

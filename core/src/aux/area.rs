@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! [`AuxArea`]: the AUX state of a perf buffer (spec §D.1, §D.2, §D.3).
+//! [`AuxArea`]: the AUX state of a perf buffer (`rb_alloc_aux`, `rb_free_aux`
+//! in `kernel/events/ring_buffer.c`).
 
 use core::ptr::addr_of_mut;
 
@@ -180,7 +181,7 @@ impl<'a, P> AuxArea<'a, P> {
     }
 
     /// Whether a `snapshot_aux` is running on this area now (a sampler that
-    /// interrupted it must not start another, spec §E.3 step 6).
+    /// interrupted it must not start another: `perf_prepare_sample_aux`'s `aux_in_sampling` check).
     #[inline(always)]
     pub fn in_sampling(&self) -> bool {
         self.in_sampling.load() != 0
@@ -199,7 +200,8 @@ impl<'a, P> AuxArea<'a, P> {
 
     /// Takes a pending request to disable the AUX event (made when a
     /// writable area is full or a transaction ended TRUNCATED). Linux 6.1
-    /// loses this request on CPU 0 (spec §D.8); perfaux never does: a
+    /// loses this request on CPU 0 (`perf_event_disable_inatomic` from
+    /// `perf_aux_output_end`: the irq_work runs, `pending_disable` is -1); perfaux never does: a
     /// documented deviation.
     pub fn take_disable_request(&self) -> bool {
         // Relaxed: a flag handed from the PMI path to the event layer's

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! `copy_aux`: AUX bytes into an output sink (`perf_output_copy_aux`, spec §E.6).
+//! `copy_aux`: AUX bytes into an output sink (`perf_output_copy_aux`,
+//! `kernel/events/ring_buffer.c`).
 
 use super::handle::AuxHandle;
 use crate::abi::PAGE_SIZE;
@@ -9,15 +10,16 @@ use crate::ring::OutputSink;
 /// Copies the AUX bytes `[from, to)` of `handle`'s area, circularly, into
 /// `sink`; returns how many bytes were copied.
 ///
-/// Positions are masked with the area size (in 64 bits, not Linux's `int`,
-/// spec §D.9). `from > to` wraps through the end of the area; **`from == to`
+/// Positions are masked with the area size (in 64 bits, not the `int`
+/// arithmetic of Linux's `perf_aux_size`). `from > to` wraps through the end of the area;
+/// **`from == to`
 /// copies the whole area**, oldest byte (`from`) first, exactly as Linux
 /// does — callers must not ask for zero bytes this way. At most one AUX page
 /// goes to the sink per call. `EFAULT` if the sink takes fewer bytes than
 /// given (Linux's `perf_output_copy` remainder).
 ///
 /// Called from `snapshot_aux`, in PMI context: the tracer must not write the
-/// range during the copy (the PMU stops it first, spec §E.7).
+/// range during the copy (the PMU stops it first, as `pt_event_snapshot_aux` does).
 #[inline]
 pub fn copy_aux<P, S: OutputSink + ?Sized>(
     handle: &AuxHandle<'_, '_, P>,

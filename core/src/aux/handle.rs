@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! [`AuxHandle`]: one AUX transaction (`perf_aux_output_begin` ... `end`,
-//! spec §D.4-§D.6), and `PERF_RECORD_AUX` / `PERF_RECORD_ITRACE_START`.
+//! `perf_aux_output_skip`, `perf_aux_output_flag`), and `PERF_RECORD_AUX` /
+//! `PERF_RECORD_ITRACE_START`.
 
 use core::marker::PhantomData;
 
@@ -28,14 +29,14 @@ pub struct AuxHandle<'x, 'a, P> {
 }
 
 impl<'a, P> AuxArea<'a, P> {
-    /// Opens a transaction (`perf_aux_output_begin`, spec §D.4).
+    /// Opens a transaction (`perf_aux_output_begin`).
     ///
     /// Errors: `EINVAL` if the area is unmapped (teardown in progress);
-    /// `EBUSY` if a transaction is already open on it (Linux WARNs; spec
-    /// H.2 B15); `ENOSPC` in writable mode when the consumer's `aux_tail`
+    /// `EBUSY` if a transaction is already open on it (Linux WARNs on
+    /// `aux_nest`); `ENOSPC` in writable mode when the consumer's `aux_tail`
     /// leaves no room: then the event's disable is requested
     /// ([`take_disable_request`](Self::take_disable_request)) and the
-    /// consumer woken (spec H.2 B14).
+    /// consumer woken, as `perf_aux_output_begin` does.
     pub fn begin(&self) -> Result<AuxHandle<'_, 'a, P>> {
         if !self.is_mapped() || !self.get() {
             return Err(Error::Invalid);
@@ -152,7 +153,7 @@ impl<'a, P> AuxHandle<'_, 'a, P> {
         Ok(())
     }
 
-    /// Ends the transaction (`perf_aux_output_end`, spec §D.5): `size` bytes
+    /// Ends the transaction (`perf_aux_output_end`): `size` bytes
     /// of new data (writable mode), or in overwrite mode the data up to the
     /// position set with [`set_head`](Self::set_head). Writes
     /// `PERF_RECORD_AUX {aux_offset, aux_size, flags}` (with `event`'s
@@ -263,7 +264,7 @@ fn write_aux_record<H: NestHook, E: OutputEvent>(
 }
 
 /// Writes `PERF_RECORD_ITRACE_START {pid, tid}` for `event` into `ring`
-/// (spec §D.7; emitted before an ITRACE PMU's first `add`). `ENOSPC` if the
+/// (`perf_event_itrace_started`; emitted before an ITRACE PMU's first `add`). `ENOSPC` if the
 /// ring refused it (counted lost).
 pub fn write_itrace_start<H: NestHook, E: OutputEvent>(
     ring: &Ring<'_, H>,

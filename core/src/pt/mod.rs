@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! The PT-style PMU (spec §F): [`packet`], the Intel PT packet
+//! The PT-style PMU (after `arch/x86/events/intel/pt.c`): [`packet`], the Intel PT packet
 //! encodings, with the hardware's IP compression; [`config`], the event's
 //! `attr.config` (the `intel_pt` format bits) checked as `pt_event_valid`
 //! checks it; [`stream`], the packets a tracer emits for what the CPU

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! The PT-style PMU of one CPU (spec §F.4-§F.8): the AUX transaction it
+//! The PT-style PMU of one CPU (`pt_buffer_setup_aux` to `pt_event_snapshot_aux`
+//! in `arch/x86/events/intel/pt.c`): the AUX transaction it
 //! holds while tracing, ToPA output (single-range output for a 1-page
 //! snapshot buffer, as Linux), `snapshot_aux` exactly as Linux's
 //! `pt_event_snapshot_aux` after the 2024 synchronization fix (stop
@@ -471,7 +472,7 @@ impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> PtPmu<'x, O> {
         self.leave_busy();
     }
 
-    /// The ToPA PMI (`intel_pt_interrupt`, spec §F.7): stop, account for
+    /// The ToPA PMI (`intel_pt_interrupt`): stop, account for
     /// what was written, end the transaction (a `PERF_RECORD_AUX`), and
     /// unless the event is stopped begin a new one and trace on. Does
     /// nothing when no PT event was started here (a PMI after a stop).
@@ -606,8 +607,8 @@ impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> Pmu for PtPmu<'x, O> {
         if size == 0 || self.busy.load() {
             return 0;
         }
-        // No transaction open here, or a writable buffer: nothing to copy
-        // (spec H.4 C10, C11). `pt_event_snapshot_aux` WARNs at both, but a
+        // No transaction open here, or a writable buffer: nothing to copy.
+        // `pt_event_snapshot_aux` WARNs at both, but a
         // user reaches them: an AUX munmap stops the event before it frees
         // the buffer, and a sampler overflowing in between still asks; a
         // sampler may sit under a writable AUX area. No warning, then.

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! Table of Physical Addresses (spec §F.3, §F.4, §F.6): the output tables
+//! Table of Physical Addresses (`arch/x86/events/intel/pt.c`: `topa_insert_table`,
+//! `pt_buffer_setup_aux`, `pt_update_head`): the output tables
 //! an Intel PT tracer writes through, built over the AUX pages, and the
 //! output position the hardware keeps in `IA32_RTIT_OUTPUT_BASE` /
 //! `IA32_RTIT_OUTPUT_MASK_PTRS`.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! [`Ring`]: the kernel side of a data ring (`struct perf_buffer`, spec §C.1, §C.2).
+//! [`Ring`]: the kernel side of a data ring (`struct perf_buffer`, `rb_alloc`, `ring_buffer_init`).
 
 use core::ptr::addr_of_mut;
 
@@ -105,7 +105,7 @@ impl<'a> Ring<'a, NoHook> {
     /// two of them) with the user page `user_page`. Zeroes every page and
     /// initializes the user page as Linux does (`cap_bit0_is_deprecated`,
     /// `size` 96, `data_offset` PAGE_SIZE, `data_size`). A ring without
-    /// chunks exists but is paused forever (spec H.2 B1).
+    /// chunks exists but is paused forever (`ring_buffer_init`: `rb->paused` without pages).
     ///
     /// Errors: `EINVAL` for a null or misaligned pointer, an order above
     /// [`MAX_ORDER`](super::MAX_ORDER), or a chunk count that is not 0 or a

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! The consumer side of a ring: what user space does with the mapping
-//! (spec §C.7, §C.8). It sees only the user page and the data chunks.
+//! (the `data_head`/`data_tail` protocol of `<linux/perf_event.h>`). It sees only the user
+//! page and the data chunks.
 
 use core::ptr::addr_of_mut;
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! The data ring buffer (spec §C): a perf ring over caller memory, its
+//! The data ring buffer (`kernel/events/ring_buffer.c`): a perf ring over caller memory, its
 //! writers ([`OutputHandle`]: begin/copy/skip/end with NMI nesting, lost
 //! records, wakeups) and its readers ([`Consumer`], [`BackwardReader`]).
 //!

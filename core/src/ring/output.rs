@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! [`OutputHandle`]: reserving, writing and publishing one record
-//! (`perf_output_begin` / `copy` / `skip` / `end`, spec §C.3-§C.6).
+//! (`perf_output_begin` / `copy` / `skip` / `end`, `kernel/events/ring_buffer.c`).
 //!
-//! Memory ordering with the consumer (spec §C.7, the kernel's A/B/C/D):
+//! Memory ordering with the consumer (the kernel's A/B/C/D, in
+//! `perf_output_put_handle` and the `data_head` comment of `<linux/perf_event.h>`):
 //!
 //! ```text
 //!   writer (this module)              consumer (Consumer)
@@ -53,13 +54,14 @@ impl<'a, H: NestHook> Ring<'a, H> {
     /// ring's direction. `source` describes the output event, for the
     /// `PERF_RECORD_LOST` that goes first when records were dropped since the
     /// last one (its size is added to the reservation, and `source`'s
-    /// sample_id is refreshed as Linux does, spec H.2 B13).
+    /// sample_id is refreshed as `__perf_output_begin` does).
     ///
     /// Errors:
     /// - `ENOSPC` when the ring is paused (counting a lost record unless the
     ///   ring has no data pages), or when the consumer's `data_tail` leaves
     ///   less than `size` bytes free in writable mode (counting a lost record;
-    ///   a record of the whole data size never fits, spec H.2 B9);
+    ///   a record of the whole data size never fits: `CIRC_SPACE` is at most
+    ///   size - 1);
     /// - `EINVAL` for `size` 0 or above 65535 (nothing counted).
     ///
     /// May be called from any context of the ring's CPU, nested.
@@ -181,7 +183,7 @@ impl<'a, H: NestHook> Ring<'a, H> {
         Error::NoSpace
     }
 
-    /// `perf_output_put_handle` (spec §C.5): the outermost writer publishes
+    /// `perf_output_put_handle`: the outermost writer publishes
     /// `head` as `data_head`, re-checking for a nested writer that reserved
     /// meanwhile; inner writers only lower `nest`.
     #[inline(always)]
@@ -297,7 +299,7 @@ impl<H: NestHook> OutputHandle<'_, '_, H> {
         self.copy(bytes)
     }
 
-    /// Counts a sample toward `wakeup_events` (spec §C.6; Linux does it in
+    /// Counts a sample toward `wakeup_events` (Linux does it in
     /// `perf_output_sample` when the event has no `watermark`): every
     /// `wakeup_events` samples the consumer is woken at `end`. 0 disables.
     pub fn count_sample(&mut self, wakeup_events: u32) {
@@ -357,7 +359,8 @@ impl<H: NestHook> OutputHandle<'_, '_, H> {
         self.left -= n;
     }
 
-    /// Writes the `PERF_RECORD_LOST` that precedes the record (spec §C.3 step 11).
+    /// Writes the `PERF_RECORD_LOST` that precedes the record (`__perf_output_begin`'s
+    /// `lost_event`).
     #[cold]
     fn write_lost<S: OutputEvent>(&mut self, source: &mut S) {
         let trailer = source.sample_id();

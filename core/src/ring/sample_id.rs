@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! The `sample_id` trailer of non-sample records (spec §A.6), and what a
+//! The `sample_id` trailer of non-sample records (`perf_event__output_id_sample`), and what a
 //! `PERF_RECORD_LOST` needs to know about the event it is written for.
 
 use crate::abi::sample_type as st;
@@ -111,7 +111,7 @@ fn pair_ne(first: u32, second: u32) -> [u8; 8] {
 
 /// The event a side-band record is written for: its id and its sample_id
 /// trailer. `begin` needs it for the `PERF_RECORD_LOST` it may write first
-/// (spec §C.3 steps 5 and 11), the AUX area for `PERF_RECORD_AUX`.
+/// (`__perf_output_begin`), the AUX area for `PERF_RECORD_AUX`.
 pub trait OutputEvent {
     /// `event->id` of the output event (the parent's, for inherited events).
     fn id(&self) -> u64;

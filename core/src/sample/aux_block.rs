@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! The AUX block of a sample: its size (spec §E.3) and its bytes, from the
-//! AUX leader PMU's `snapshot_aux` (spec §E.4, §E.5, §E.7).
+//! The AUX block of a sample: its size (`perf_prepare_sample_aux`) and its bytes, from the
+//! AUX leader PMU's `snapshot_aux` (`perf_aux_sample_output`, `perf_pmu_snapshot_aux`).
 
 use crate::aux::AuxArea;
 use crate::ring::OutputSink;
 
 /// A PMU that can copy the newest bytes of its AUX trace into a sample
-/// (Linux `pmu::snapshot_aux`, spec §E.7).
+/// (Linux `pmu::snapshot_aux`, `include/linux/perf_event.h`).
 pub trait SnapshotAux {
     /// Copies at most `size` bytes, the newest of the trace (oldest byte
     /// first), into `sink`; returns how many, or a negative errno.
@@ -48,7 +48,7 @@ pub struct AuxSampling<'x, 'a, P> {
     pub area: &'x AuxArea<'a, P>,
     /// The leader's PMU.
     pub pmu: &'x dyn SnapshotAux,
-    /// The leader is ACTIVE and on this CPU (spec §E.3 steps 3-4; otherwise
+    /// The leader is ACTIVE and on this CPU (`perf_prepare_sample_aux`'s checks; otherwise
     /// Linux WARNs and the sample carries no AUX data).
     pub active_here: bool,
 }
@@ -57,7 +57,8 @@ impl<P> AuxSampling<'_, '_, P> {
     /// `perf_prepare_sample_aux`: how many AUX bytes a sample asking for
     /// `size` (already clamped and rounded to 8) can carry: 0 if the leader
     /// is not active here, the area is unmapped, or a snapshot is running on
-    /// it now (an NMI inside another sample's copy, spec H.3 S7); else at
+    /// it now (an NMI inside another sample's copy: `perf_prepare_sample_aux`'s
+    /// `aux_in_sampling` check); else at
     /// most the area's size.
     pub(super) fn prepare(&self, size: u64) -> u64 {
         if !self.active_here || !self.area.is_mapped() || self.area.in_sampling() {

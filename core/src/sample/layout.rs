@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! `perf_prepare_sample`: the size of every field, AUX last (spec §E.2).
+//! `perf_prepare_sample`: the size of every field, AUX last (`kernel/events/core.c`).
 
 use super::aux_block::AuxSampling;
 use super::data::SampleData;

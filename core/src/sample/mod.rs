@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! Sample records (spec §A.5, §E.2-§E.5): the size of every
+//! Sample records (`perf_prepare_sample`, `perf_output_sample`): the size of every
 //! `PERF_SAMPLE_*` field in the kernel's order ([`prepare`], which never
 //! touches the AUX PMU), and the writing of the record ([`output`]), whose
 //! last field is the AUX block a PMU's `snapshot_aux` fills from PMI context.
@@ -23,13 +23,15 @@ use crate::ring::{NestHook, OutputEvent, Ring, SampleId};
 
 /// Writes one sample the way Linux's `__perf_event_output` does: `prepare`
 /// (no PMU call), reserve the record (`ENOSPC`: the sample is dropped,
-/// counted lost by the ring, and the AUX PMU is **not** touched, spec H.3
-/// S8), `output` (the AUX block from `snapshot_aux`), publish; the sample
+/// counted lost by the ring, and the AUX PMU is **not** touched:
+/// `perf_output_begin` fails before `perf_output_sample`), `output` (the AUX block from
+/// `snapshot_aux`), publish; the sample
 /// counts toward `attr.wakeup_events` unless the event uses a watermark.
 ///
 /// `event` is the output event. When a `PERF_RECORD_LOST` goes first, Linux
 /// refreshes the sample's identity fields from it (pid/tid, time, id,
-/// stream_id, cpu: spec H.2 B13) and the sample carries those: so does this.
+/// stream_id, cpu: `__perf_output_begin` re-runs `perf_event_header__init_id`) and the
+/// sample carries those: so does this.
 pub fn write_sample<H: NestHook, P, E: OutputEvent>(
     ring: &Ring<'_, H>,
     event: &mut E,

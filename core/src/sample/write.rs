@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! `perf_output_sample`: the record's bytes in the kernel's order, AUX last
-//! (spec §A.5, §E.4).
+//! (`perf_output_sample`, `perf_aux_sample_output`).
 
 use super::aux_block::{AuxSampling, IrqMask};
 use super::data::{ReadGroupEntry, Regs, SampleData};
@@ -21,7 +21,7 @@ const ZEROS: [u8; 64] = [0; 64];
 ///
 /// Where the PMU copies fewer bytes than the AUX size (or fails), the rest
 /// of the block is zero-filled. Linux writes at most 8 zero bytes and leaves
-/// older ring bytes in the remainder (spec §E.4); perfaux deliberately never
+/// older ring bytes in the remainder (`perf_aux_sample_output`); perfaux deliberately never
 /// exposes stale bytes.
 pub fn output<H: NestHook, P>(
     handle: &mut OutputHandle<'_, '_, H>,
