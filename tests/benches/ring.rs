@@ -178,7 +178,8 @@ fn copy_path(c: &mut Criterion) {
 fn sample_path(c: &mut Criterion) {
     let mut group = c.benchmark_group("sample");
     let fixed = st::IP | st::TID | st::TIME | st::CPU | st::PERIOD | st::AUX;
-    // 65472 is the largest AUX block next to these fields (spec E.2).
+    // 65472 is the largest AUX block next to these fields (`perf_prepare_sample`'s clamp to a
+    // 65528-byte record).
     for size in [4096u32, 16384, 65472] {
         for wrapped in [false, true] {
             let name = if wrapped { "wrapped" } else { "contiguous" };

@@ -12,7 +12,7 @@ use perfaux::sample::{
     AuxSampling, NoIrqMask, SampleData, SampleLayout, SnapshotAux, write_sample,
 };
 
-/// How `snapshot_aux` misbehaves, for the padding cases of spec H.4.
+/// How `snapshot_aux` misbehaves, for the padding cases of `perf_aux_sample_output`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Behaviour {
     /// Copies exactly what is asked.

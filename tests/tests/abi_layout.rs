@@ -3,7 +3,7 @@
 //! system's `<linux/perf_event.h>` (see `build.rs`) and every field offset,
 //! field size, flag bit and constant is compared. The system header is
 //! Linux 6.1 (128-byte attr); what came later (`config3`, the `aux_action`
-//! bits) is checked against the spec's table (§A.1) instead.
+//! bits) is checked against a table of the uapi header's offsets instead.
 
 use std::mem::{offset_of, size_of};
 
@@ -32,7 +32,7 @@ fn field_size<T, F>(_: impl Fn(&T) -> &F) -> usize {
     size_of::<F>()
 }
 
-/// Spec §A.1: (field, offset, size) of `perf_event_attr` through VER8.
+/// The uapi header: (field, offset, size) of `perf_event_attr` through VER8.
 const SPEC_ATTR: [(&str, usize, usize); 23] = [
     ("type", 0, 4),
     ("size", 4, 4),
@@ -673,7 +673,7 @@ mod against_system_header {
 
 #[test]
 fn record_bodies_match_the_spec() {
-    // Spec §A.7: base header.size of each fixed record.
+    // The uapi record layouts: base header.size of each fixed record.
     assert_eq!(size_of::<LostRecord>(), 24);
     assert_eq!(size_of::<AuxRecord>(), 32);
     assert_eq!(size_of::<ItraceStartRecord>(), 16);

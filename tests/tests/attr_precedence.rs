@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! When several rules fail at once, the one Linux checks first decides the
-//! errno (spec §B.1-§B.7). Each case breaks two or more rules and names the
+//! errno (`perf_copy_attr`, then `sys_perf_event_open`'s order). Each case breaks two or more rules and names the
 //! rule that must win; [`Rule`] makes even EINVAL-vs-EINVAL order visible.
 
 use perfaux::PmuCaps;
@@ -142,7 +142,7 @@ fn the_first_failing_rule_wins() {
             Rule::ExtendedRegs,
         ),
         (
-            "O14: missing AUX-output capability beats aux_output with aux_sample_size",
+            "missing AUX-output capability beats aux_output with aux_sample_size",
             open(
                 attr(|a| {
                     a.flags = f::AUX_OUTPUT;
@@ -262,7 +262,7 @@ fn the_first_failing_rule_wins() {
             Rule::AuxLeaderCannotPause,
         ),
         (
-            "O12-like: no leader at all",
+            "no leader at all",
             open(attr(|a| a.aux_sample_size = 8), SW, None),
             Rule::AuxEventWithoutLeader,
         ),

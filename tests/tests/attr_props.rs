@@ -2,7 +2,7 @@
 //! Property tests of attr copy-in through the C entry point: for random
 //! buffers, sizes and readable lengths it never panics, never reads past
 //! what is readable (the buffer is exactly that long), and agrees with a
-//! small model of size negotiation (spec §B.1). The event checks are compared
+//! small model of size negotiation (`perf_copy_attr`). The event checks are compared
 //! with an independent model of the AUX/group rules.
 
 use perfaux::Error;
@@ -120,7 +120,7 @@ proptest! {
     }
 }
 
-/// An independent statement of the AUX/group rules (spec §B.4, §B.5, §B.7)
+/// An independent statement of the AUX/group rules (`perf_event_alloc`, `perf_get_aux_event`)
 /// for attrs that differ only in the AUX-related fields.
 fn aux_model(a: &PerfEventAttr, caps: PmuCaps, leader: Option<PmuCaps>) -> Result<(), Error> {
     let (output, pause, resume, start_paused) = (

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! The AUX area against spec §D, the buffer cases B14-B18 of §H.2, and
-//! `copy_aux` against §E.6 and the cases C1-C5 of §H.4.
+//! The AUX area against `perf_aux_output_begin`/`end` and their edge cases,
+//! and `copy_aux` against `perf_output_copy_aux` (wraps, boundaries, the whole
+//! area, many pages).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -40,7 +41,7 @@ fn aux_head(mem: &RingMemory) -> u64 {
 }
 
 #[test]
-fn b16_b17_overwrite_mode_records() {
+fn overwrite_mode_records() {
     let mem = RingMemory::new(4, 0);
     let ring = mem.ring(RingConfig::default());
     let aux = AuxMemory::new(4, 2);
@@ -59,13 +60,13 @@ fn b16_b17_overwrite_mode_records() {
         unsafe { ((*mem.user_page()).aux_size, (*mem.user_page()).aux_offset) };
     assert_eq!((aux_size, aux_offset), (16384, 4096 + 16384));
 
-    // B16: size 0, only OVERWRITE: no record.
+    // Size 0, only OVERWRITE: no record.
     let h = area.begin().unwrap();
     assert_eq!(h.space(), 0);
     h.end(0, &ring, &mut event());
     assert!(mem.records().is_empty());
 
-    // B17: the driver reports its position; the record says where and how much.
+    // The driver reports its position; the record says where and how much.
     let mut h = area.begin().unwrap();
     h.set_head(40_000);
     h.end(16384, &ring, &mut event());
@@ -100,7 +101,7 @@ fn b16_b17_overwrite_mode_records() {
 }
 
 #[test]
-fn b15_nested_transactions_are_refused() {
+fn nested_transactions_are_refused() {
     let mem = RingMemory::new(1, 0);
     let aux = AuxMemory::new(1, 0);
     let area = mem.aux_area(&aux, AuxConfig::default(), 5u32);
@@ -167,7 +168,7 @@ fn writable_mode_space_records_and_watermark_wakeups() {
 }
 
 #[test]
-fn b14_full_writable_area_refuses_requests_disable_and_wakes() {
+fn full_writable_area_refuses_requests_disable_and_wakes() {
     let woken = Counter(AtomicUsize::new(0));
     let mem = RingMemory::new(1, 0);
     let ring = mem.ring(RingConfig::default());
@@ -219,7 +220,7 @@ fn truncated_requests_disable_and_wakes() {
 }
 
 #[test]
-fn b18_unmapped_area_refuses_new_transactions_and_releases_last() {
+fn unmapped_area_refuses_new_transactions_and_releases_last() {
     let mem = RingMemory::new(1, 0);
     let aux = AuxMemory::new(1, 0);
     let area = mem.aux_area(&aux, AuxConfig::default(), ());
@@ -262,7 +263,7 @@ fn expected(aux: &AuxMemory, from: usize, to: usize) -> Vec<u8> {
 }
 
 #[test]
-fn c1_to_c5_copy_aux_ranges() {
+fn copy_aux_ranges() {
     let mem = RingMemory::new(1, 0);
     let aux = AuxMemory::new(4, 1); // 16 KiB in two order-1 blocks
     let area = mem.aux_area(
@@ -278,12 +279,12 @@ fn c1_to_c5_copy_aux_ranges() {
     let size = aux.size() as u64;
     let h = area.begin().unwrap();
     let cases: [(&str, u64, u64); 9] = [
-        ("C1: to >= size, contiguous", 1000, 5000),
-        ("C2: wraps", 15000, 2000),
-        ("C3: to == 0", size - 4096, 0),
-        ("C3: to == size", size - 4096, size),
-        ("C4: from == to copies everything", 7000, 7000),
-        ("C4: from == to at 0", 0, 0),
+        ("to >= size, contiguous", 1000, 5000),
+        ("wraps", 15000, 2000),
+        ("to == 0", size - 4096, 0),
+        ("to == size", size - 4096, size),
+        ("from == to copies everything", 7000, 7000),
+        ("from == to at 0", 0, 0),
         ("free-running positions", 5 * size + 100, 5 * size + 9000),
         ("one byte", 4095, 4096),
         ("page boundary to page boundary", 4096, 12288),
@@ -302,7 +303,7 @@ fn c1_to_c5_copy_aux_ranges() {
 }
 
 #[test]
-fn c5_copy_aux_into_a_ring_across_its_end() {
+fn copy_aux_into_a_ring_across_its_end() {
     let mem = RingMemory::new(2, 0);
     let ring = mem.ring(RingConfig::default());
     let aux = AuxMemory::new(8, 0);

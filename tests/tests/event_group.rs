@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! The event layer: groups with an AUX leader, the overflow flow, states
-//! and CPUs (S6), output redirection (B.6, O21), the leader going away
-//! (O20), inherited children writing through their parents (C15), two
-//! samplers in one NMI (C16), ITRACE_START, and AUX pause/resume (§E.10).
+//! and CPUs, output redirection, the leader going away
+//!, inherited children writing through their parents, two
+//! samplers in one NMI, ITRACE_START, and AUX pause/resume (`perf_event_aux_pause`).
 
 use std::cell::{Cell, RefCell};
 
@@ -264,7 +264,7 @@ fn aux_sampling_through_a_group() {
 }
 
 #[test]
-fn s6_o20_leader_inactive_elsewhere_or_closed() {
+fn leader_inactive_elsewhere_or_closed() {
     let w = World::new();
     let ring = w.ring();
     let area = w.area();
@@ -301,10 +301,10 @@ fn s6_o20_leader_inactive_elsewhere_or_closed() {
     sampler.join_group();
     sampler.set_output(&leader).unwrap();
 
-    // Not scheduled: the leader is not ACTIVE (S6).
+    // Not scheduled: the leader is not ACTIVE.
     assert_eq!(sampler.overflow(&p, &data(1)).unwrap().aux_size, 0);
     leader.sched_in(&p).unwrap();
-    // Active, but on CPU 0 while the PMI runs on CPU 1 (S6).
+    // Active, but on CPU 0 while the PMI runs on CPU 1.
     p.cpu.set(1);
     assert_eq!(sampler.overflow(&p, &data(2)).unwrap().aux_size, 0);
     p.cpu.set(0);
@@ -319,7 +319,7 @@ fn s6_o20_leader_inactive_elsewhere_or_closed() {
         "the PMU was asked once"
     );
 
-    // O20: the leader closes; the sampler goes to ERROR and loses the link.
+    // The leader closes; the sampler goes to ERROR and loses the link.
     leader.close();
     assert_eq!(sampler.state(), EventState::Error);
     assert!(sampler.aux_event().is_none());
@@ -365,7 +365,7 @@ fn aux_sample_size_needs_the_leader_at_open() {
 }
 
 #[test]
-fn o21_and_the_other_set_output_rules() {
+fn set_output_rules() {
     let w = World::new();
     let ring = w.ring();
     let area = w.area();
@@ -406,7 +406,7 @@ fn o21_and_the_other_set_output_rules() {
     assert_eq!(
         b.set_output(&a),
         Err(Error::Invalid),
-        "O21: two AUX events of different PMUs"
+        "two AUX events of different PMUs"
     );
     let same_pmu = Event::open(EventConfig {
         attr: pt_attr(),
@@ -484,7 +484,7 @@ fn o21_and_the_other_set_output_rules() {
 }
 
 #[test]
-fn c15_inherited_children_write_through_their_parents() {
+fn inherited_children_write_through_their_parents() {
     let w = World::new();
     let ring = w.ring();
     let area = w.area();
@@ -568,7 +568,7 @@ fn c15_inherited_children_write_through_their_parents() {
 }
 
 #[test]
-fn c16_two_samplers_in_one_nmi_take_two_snapshots() {
+fn two_samplers_in_one_nmi_take_two_snapshots() {
     let w = World::new();
     let ring = w.ring();
     let area = w.area();
@@ -798,7 +798,7 @@ fn a_refused_sample_counts_lost_and_spares_the_pmu() {
 }
 
 #[test]
-fn o16_o17_o18_group_membership() {
+fn group_membership() {
     let w = World::new();
     let ring = w.ring();
     let area = w.area();
@@ -833,7 +833,7 @@ fn o16_o17_o18_group_membership() {
     })
     .unwrap();
     sibling.join_group();
-    // O16: group_fd names a sibling.
+    // Group_fd names a sibling.
     let r = Event::open(EventConfig {
         attr: sampler_attr(0),
         pmu: &sw,
@@ -853,7 +853,7 @@ fn o16_o17_o18_group_membership() {
         parent: None,
     });
     assert_eq!(r.err(), Some(Rule::LeaderNotGroupLeader));
-    // O17: another CPU; the clock is checked first.
+    // Another CPU; the clock is checked first.
     let r = Event::open(EventConfig {
         attr: sampler_attr(64),
         pmu: &sw,
@@ -875,7 +875,7 @@ fn o16_o17_o18_group_membership() {
         parent: None,
     });
     assert_eq!(r.err(), Some(Rule::GroupClockMismatch));
-    // O18: aux_sample_size without PERF_SAMPLE_AUX opens and links; the
+    // aux_sample_size without PERF_SAMPLE_AUX opens and links; the
     // samples carry no AUX field.
     let mut no_aux_bit = sampler_attr(4096);
     no_aux_bit.sample_type = st::TID | st::TIME;
@@ -966,7 +966,7 @@ fn setup_aux_rules() {
     assert_eq!(
         e.setup_aux(&scattered, true),
         Err(Error::NoMemory),
-        "B7: not one block in overwrite mode"
+        "not one block in overwrite mode"
     );
     assert_eq!(
         e.setup_aux(&scattered, false),

@@ -6,8 +6,8 @@
 //! Every case is a software `cpu-clock` event on the calling task, alone or
 //! under a software `cpu-clock` leader, with `exclude_kernel`/`exclude_hv`
 //! so that no permission is involved; the cases are ones Linux decides by the
-//! rules perfaux implements (spec §B.1, §B.2, and the AUX/group rules of
-//! §B.3-§B.7), not by permissions or PMU lookup. Where the syscall is not
+//! rules perfaux implements (`perf_copy_attr`, and the AUX/group rules of
+//! `sys_perf_event_open`, `perf_event_alloc`, `perf_get_aux_event`), not by permissions or PMU lookup. Where the syscall is not
 //! available (seccomp, `perf_event_paranoid` 3, no perf support) the test
 //! prints why and passes without comparing.
 

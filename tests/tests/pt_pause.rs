@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! The PT PMU's pause/resume guards (spec §E.10, §F.8 6.12 additions) and
+//! The PT PMU's pause/resume guards (`pt_event_start`/`pt_event_stop` with `PERF_EF_RESUME`/`PERF_EF_PAUSE` and 6.12's
+//! `pause_allowed`/`resume_allowed`) and
 //! PMIs arriving inside `snapshot_aux`: a sampler's overflow, a pausing or
 //! resuming sampler's overflow, or a spurious ToPA PMI, at every piece of
 //! the snapshot's copy. The tracer stays off for the whole copy whatever
@@ -175,7 +176,7 @@ fn run(nested: Nested, k: usize) -> usize {
             match nested {
                 Nested::Sample => {
                     let layout = inner.overflow(&p, &SampleData::default()).unwrap();
-                    assert_eq!(layout.aux_size, 0, "no AUX inside a snapshot (S7)");
+                    assert_eq!(layout.aux_size, 0, "no AUX inside a snapshot");
                 }
                 Nested::Pause => {
                     pauser.overflow(&p, &SampleData::default()).unwrap();

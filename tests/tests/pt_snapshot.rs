@@ -182,10 +182,10 @@ proptest! {
     }
 }
 
-/// Spec H.2 B6: a 1-page snapshot buffer uses single-range output; the
+/// `pt_buffer_setup_aux`: a 1-page snapshot buffer uses single-range output; the
 /// positions are the output offset, and the output wraps at the page end.
 #[test]
-fn b6_one_page_snapshot_buffer_uses_single_range_output() {
+fn one_page_snapshot_buffer_uses_single_range_output() {
     use perfaux::pt::tracer::TraceHw;
     let mem = RingMemory::new(4, 0);
     let aux = AuxMemory::new(1, 0);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! ToPA tables (spec §F.3, §F.4, §F.6): layouts for one page, mixed chunk
+//! ToPA tables (`topa_insert_table`, `pt_buffer_setup_aux`): layouts for one page, mixed chunk
 //! orders, the largest region, many tables; position encoding round trips.
 
 use perfaux::Error;
@@ -146,7 +146,7 @@ fn many_regions_chain_tables() {
 }
 
 #[test]
-fn c13_a_full_region_is_the_start_of_the_next() {
+fn a_full_region_is_the_start_of_the_next() {
     let aux = AuxMemory::scattered(4);
     let mut t = tables(1);
     let topa = Topa::build(&mut t, aux.pages(), &IdentityMap).unwrap();

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! The data ring against spec §C and the buffer edge cases of §H.2.
+//! The data ring against `kernel/events/ring_buffer.c` and its buffer edge cases.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -111,7 +111,7 @@ fn records_round_trip_in_order_across_chunks_and_the_ring_end() {
 }
 
 #[test]
-fn b8_full_writable_ring_drops_then_reports_lost() {
+fn full_writable_ring_drops_then_reports_lost() {
     let mem = RingMemory::new(1, 0);
     let ring = mem.ring(RingConfig::default());
     for seq in 0..7 {
@@ -170,7 +170,7 @@ fn b8_full_writable_ring_drops_then_reports_lost() {
 }
 
 #[test]
-fn b9_a_record_of_the_whole_data_size_never_fits() {
+fn a_record_of_the_whole_data_size_never_fits() {
     let mem = RingMemory::new(1, 0);
     let ring = mem.ring(RingConfig::default());
     assert_eq!(write_test_record(&ring, 0, 4096), Err(Error::NoSpace));
@@ -182,7 +182,7 @@ fn b9_a_record_of_the_whole_data_size_never_fits() {
 }
 
 #[test]
-fn b10_overwrite_ring_never_drops() {
+fn overwrite_ring_never_drops() {
     let mem = RingMemory::new(1, 0);
     let ring = mem.ring(RingConfig {
         overwrite: true,
@@ -202,7 +202,7 @@ fn b10_overwrite_ring_never_drops() {
 }
 
 #[test]
-fn b1_ring_without_data_pages_is_paused_and_counts_nothing() {
+fn ring_without_data_pages_is_paused_and_counts_nothing() {
     let mem = RingMemory::new(0, 0);
     let ring = mem.ring(RingConfig::default());
     assert!(ring.is_paused());
@@ -410,11 +410,11 @@ fn self_monitoring_fields_are_published_under_the_lock() {
     );
 }
 
-/// Spec H.2 B13: the LOST record's sample_id is refreshed from the output
+/// `__perf_output_begin`: the LOST record's sample_id is refreshed from the output
 /// event when it is written (Linux re-reads the clock), and the values are
 /// the ones the LOST trailer carries.
 #[test]
-fn b13_lost_record_refreshes_the_sample_id() {
+fn lost_record_refreshes_the_sample_id() {
     struct Clocked {
         now: u64,
         refreshed: u32,

@@ -80,7 +80,7 @@ fn perf_event_data_parses_every_record() {
     for i in 0..400u64 {
         // perf-event-data 0.1.8 cannot parse an AUX block of size 0 at the
         // end of a sample (its parse_bytes(0) reports Eof on an exhausted
-        // buffer), though Linux writes exactly that (spec H.1 O10): keep
+        // buffer), though Linux writes exactly that (`perf_output_sample` writes the u64 size 0): keep
         // the AUX sizes non-zero here.
         let aux: Vec<u8> = (0..(i % 40 + 1) * 8).map(|b| (b ^ i) as u8).collect();
         let bytes = match i % 5 {

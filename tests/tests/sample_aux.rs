@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! Samples with the AUX block: the size rules of spec §E.2/§E.3 (the worked
-//! examples, and the cases S1-S9 of §H.3), the snapshot through a test PMU
-//! (C1-C4, C7-C9 of §H.4), and byte-for-byte agreement with what the PMU's
+//! Samples with the AUX block: the size rules of `perf_prepare_sample` and
+//! `perf_prepare_sample_aux` (worked examples: rounding, clamps, no leader),
+//! the snapshot through a test PMU (wraps, short and failed snapshots as
+//! `perf_aux_sample_output` pads them), and byte-for-byte agreement with what the PMU's
 //! AUX area holds.
 
 use perfaux::Error;
@@ -121,7 +122,7 @@ fn e2_worked_examples() {
         assert_eq!(
             bytes.len() as u64,
             aux_size,
-            "S9: the size word equals the bytes that follow"
+            "the size word equals the bytes that follow"
         );
         assert!(
             bytes == newest(&s.aux, pmu.position.get(), aux_size),
@@ -136,7 +137,7 @@ fn e2_worked_examples() {
 }
 
 #[test]
-fn s1_sizes_round_down_to_8() {
+fn sizes_round_down_to_8() {
     let s = Setup::new(4, 4);
     let area = s.area();
     let pmu = TestPmu::new(&area);
@@ -164,7 +165,7 @@ fn s1_sizes_round_down_to_8() {
 }
 
 #[test]
-fn s2_c4_larger_than_the_area_copies_the_whole_buffer_oldest_first() {
+fn larger_than_the_area_copies_the_whole_buffer_oldest_first() {
     let s = Setup::new(16, 2);
     let ring = s.mem.ring(RingConfig::default());
     let area = s.area();
@@ -188,7 +189,7 @@ fn s2_c4_larger_than_the_area_copies_the_whole_buffer_oldest_first() {
 }
 
 #[test]
-fn s3_the_record_never_passes_65528_bytes() {
+fn the_record_never_passes_65528_bytes() {
     let s = Setup::new(32, 32);
     let ring = s.mem.ring(RingConfig {
         overwrite: true,
@@ -226,7 +227,7 @@ fn s3_the_record_never_passes_65528_bytes() {
 }
 
 #[test]
-fn s4_large_fields_shrink_the_aux_block_to_nothing() {
+fn large_fields_shrink_the_aux_block_to_nothing() {
     let s = Setup::new(32, 32);
     let area = s.area();
     let pmu = TestPmu::new(&area);
@@ -262,19 +263,19 @@ fn s4_large_fields_shrink_the_aux_block_to_nothing() {
 }
 
 #[test]
-fn s5_s6_no_area_or_inactive_leader_gives_size_0_without_calling_the_pmu() {
+fn no_area_or_inactive_leader_gives_size_0_without_calling_the_pmu() {
     let s = Setup::new(4, 4);
     let ring = s.mem.ring(RingConfig::default());
     let area = s.area();
     let pmu = TestPmu::new(&area);
-    // No AUX leader at all (aux_sample_size without a link, O10/O18).
+    // No AUX leader at all (aux_sample_size without a link).
     assert_eq!(
         sample(&ring, &attr(TID_TIME_AUX, 4096), &data(), None)
             .unwrap()
             .aux_size,
         0
     );
-    // S6: the leader is not active on this CPU.
+    // The leader is not active on this CPU.
     let elsewhere = AuxSampling {
         area: &area,
         pmu: &pmu,
@@ -286,7 +287,7 @@ fn s5_s6_no_area_or_inactive_leader_gives_size_0_without_calling_the_pmu() {
             .aux_size,
         0
     );
-    // S5: the area is unmapped.
+    // The area is unmapped.
     let here = AuxSampling {
         area: &area,
         pmu: &pmu,
@@ -310,7 +311,7 @@ fn s5_s6_no_area_or_inactive_leader_gives_size_0_without_calling_the_pmu() {
 }
 
 #[test]
-fn s7_a_sample_inside_a_snapshot_gets_no_aux_and_the_outer_one_is_intact() {
+fn a_sample_inside_a_snapshot_gets_no_aux_and_the_outer_one_is_intact() {
     let s = Setup::new(16, 4);
     let ring = s.mem.ring(RingConfig::default());
     let area = s.area();
@@ -344,7 +345,7 @@ fn s7_a_sample_inside_a_snapshot_gets_no_aux_and_the_outer_one_is_intact() {
 }
 
 #[test]
-fn s8_a_refused_sample_never_touches_the_pmu() {
+fn a_refused_sample_never_touches_the_pmu() {
     let s = Setup::new(1, 4);
     let ring = s.mem.ring(RingConfig::default());
     let area = s.area();
@@ -369,7 +370,7 @@ fn s8_a_refused_sample_never_touches_the_pmu() {
 }
 
 #[test]
-fn c7_c8_c9_short_or_failed_snapshots_are_zero_filled() {
+fn short_or_failed_snapshots_are_zero_filled() {
     // Deliberate deviation (design.md): Linux writes at most 8 zero bytes
     // and leaves stale ring bytes; perfaux zero-fills the whole remainder.
     for behaviour in [
@@ -421,11 +422,11 @@ fn c7_c8_c9_short_or_failed_snapshots_are_zero_filled() {
     }
 }
 
-/// Spec H.2 B13: a sample written right after a PERF_RECORD_LOST carries
+/// `__perf_output_begin`: a sample written right after a PERF_RECORD_LOST carries
 /// the identity values refreshed for that record (the new time, and the
 /// output event's id as stream id), as Linux's does.
 #[test]
-fn b13_a_sample_after_a_lost_record_carries_the_refreshed_values() {
+fn a_sample_after_a_lost_record_carries_the_refreshed_values() {
     use perfaux::ring::{OutputEvent, SampleId};
     struct Clock(u64);
     impl OutputEvent for Clock {

@@ -3,7 +3,7 @@
 //! block) at every interruption point of an outer sample's write, including
 //! every piece of the outer snapshot's copy, at IRQ and NMI depth. A nested
 //! sample that lands inside the outer `snapshot_aux` must carry no AUX data
-//! (spec H.3 S7); every other sample carries the newest AUX bytes; every
+//! (`perf_prepare_sample_aux`'s `aux_in_sampling` check); every other sample carries the newest AUX bytes; every
 //! record is complete and in reservation order.
 
 use std::cell::{Cell, RefCell};

@@ -119,7 +119,7 @@ mod tests {
     }
 
     #[test]
-    fn o1_size_zero_is_ver0() {
+    fn size_zero_is_ver0() {
         let mut b = user(0);
         b[64] = 0xff; // beyond VER0: never read
         let a = copy(&mut b[..64]).unwrap();
@@ -128,7 +128,7 @@ mod tests {
     }
 
     #[test]
-    fn o2_out_of_range_sizes_are_e2big_with_write_back() {
+    fn out_of_range_sizes_are_e2big_with_write_back() {
         for size in [1u32, 63, 4097, u32::MAX] {
             let mut b = user(size);
             assert_eq!(copy(&mut b), Err(Error::TooBig), "{size}");
@@ -137,7 +137,7 @@ mod tests {
     }
 
     #[test]
-    fn o3_o4_larger_sizes_need_a_zero_tail() {
+    fn larger_sizes_need_a_zero_tail() {
         let mut b = user(144);
         let a = copy(&mut b[..144]).unwrap();
         assert_eq!(a.size, 144);
@@ -147,7 +147,7 @@ mod tests {
     }
 
     #[test]
-    fn o5_o6_short_sizes_copy_partially() {
+    fn short_sizes_copy_partially() {
         let mut b = user(PERF_ATTR_SIZE_VER5);
         b[112..116].copy_from_slice(&0x0102_0304u32.to_ne_bytes());
         let a = copy(&mut b[..112]).unwrap();
@@ -158,7 +158,7 @@ mod tests {
     }
 
     #[test]
-    fn o7_unreadable_memory_is_efault_without_write_back() {
+    fn unreadable_memory_is_efault_without_write_back() {
         let mut b = user(136);
         for len in [0, 3, 7] {
             assert_eq!(copy(&mut b[..len]), Err(Error::Fault));

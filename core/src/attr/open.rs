@@ -226,15 +226,11 @@ mod tests {
         let pt = attr();
         let mut s = attr();
         s.aux_sample_size = 4096;
-        assert_eq!(
-            check_event(&s, SW, None),
-            Err(Error::Invalid),
-            "O11/O12: no leader"
-        );
+        assert_eq!(check_event(&s, SW, None), Err(Error::Invalid), "no leader");
         assert_eq!(
             check_event(&s, SW, under(&pt, SW)),
             Err(Error::Invalid),
-            "O13: sw leader"
+            "sw leader"
         );
         let aux_without_snapshot = PmuCaps::AUX | PmuCaps::ITRACE;
         assert_eq!(
@@ -243,8 +239,12 @@ mod tests {
         );
         assert_eq!(check_event(&s, SW, under(&pt, PT)), Ok(()));
         s.aux_sample_size = u32::MAX;
-        assert_eq!(check_event(&s, SW, under(&pt, PT)), Ok(()), "O19");
-        // O10: PERF_SAMPLE_AUX without aux_sample_size needs no leader.
+        assert_eq!(
+            check_event(&s, SW, under(&pt, PT)),
+            Ok(()),
+            "aux_sample_size u32::MAX"
+        );
+        // PERF_SAMPLE_AUX without aux_sample_size needs no leader.
         let mut o10 = attr();
         o10.sample_type = crate::abi::sample_type::AUX;
         assert_eq!(check_event(&o10, SW, None), Ok(()));
@@ -258,7 +258,7 @@ mod tests {
         assert_eq!(
             check_event(&e, SW, under(&pt, PT)),
             Err(Error::NotSupported),
-            "O15"
+            "aux_output without the capability"
         );
         assert_eq!(check_event(&e, CORE, under(&pt, PT)), Ok(()));
         assert_eq!(check_event(&e, CORE, None), Err(Error::Invalid));
@@ -268,7 +268,7 @@ mod tests {
             check_event(&e, CORE, under(&pt, PmuCaps::AUX)),
             Err(Error::Invalid)
         );
-        // O14: with aux_sample_size, EINVAL from the leader link, but EOPNOTSUPP
+        // With aux_sample_size, EINVAL from the leader link, but EOPNOTSUPP
         // first when the PMU lacks AUX output.
         e.aux_sample_size = 64;
         assert_eq!(check_event(&e, CORE, under(&pt, PT)), Err(Error::Invalid));
@@ -321,7 +321,7 @@ mod tests {
         e.flags = attr_flags::EXCLUSIVE;
         assert_eq!(check_event(&e, SW, under(&leader, SW)), Err(Error::Invalid));
 
-        // O17: different clocks.
+        // Different clocks.
         let mut e = attr();
         e.flags = attr_flags::USE_CLOCKID;
         e.clockid = 1;

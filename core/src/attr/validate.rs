@@ -192,7 +192,7 @@ mod tests {
     }
 
     #[test]
-    fn o8_reserved_bits() {
+    fn reserved_bits() {
         for bit in 38..64 {
             let mut a = attr();
             a.flags = 1 << bit;
@@ -216,7 +216,7 @@ mod tests {
     }
 
     #[test]
-    fn o9_sample_type_and_read_format_bits() {
+    fn sample_type_and_read_format_bits() {
         for bit in 0..25 {
             let mut a = attr();
             a.sample_type = 1 << bit;
@@ -363,7 +363,7 @@ mod tests {
     }
 
     #[test]
-    fn o19_any_aux_sample_size_passes_the_copy() {
+    fn any_aux_sample_size_passes_the_copy() {
         let mut a = attr();
         a.aux_sample_size = u32::MAX;
         assert!(check(a).is_ok());
