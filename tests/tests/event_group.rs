@@ -638,7 +638,7 @@ fn two_samplers_in_one_nmi_take_two_snapshots() {
 }
 
 #[test]
-fn e10_aux_pause_and_resume_around_the_sample() {
+fn aux_pause_and_resume_around_the_sample() {
     let w = World::new();
     let ring = w.ring();
     let area = w.area();
@@ -1098,21 +1098,98 @@ fn a_closed_sibling_leaves_the_group() {
         e.join_group();
     }
     leader.sched_in(&p).unwrap();
-    assert_eq!(counter.calls.borrow().len(), 3, "three siblings added");
+    assert_eq!(
+        *counter.calls.borrow(),
+        [2, 3, 4],
+        "the siblings added in the order they joined (list_add_tail)"
+    );
     leader.sched_out();
     b.close(); // the middle of the list
     counter.calls.borrow_mut().clear();
     leader.sched_in(&p).unwrap();
     assert_eq!(
         *counter.calls.borrow(),
-        [4, 2],
+        [2, 4],
         "the closed sibling stays off"
     );
     assert_eq!(b.state(), EventState::Off);
     leader.sched_out();
-    c.close(); // the head of the list (joined last)
-    a.close(); // the last one
+    c.close(); // the tail of the list (joined last)
+    a.close(); // the head
     counter.calls.borrow_mut().clear();
     leader.sched_in(&p).unwrap();
     assert!(counter.calls.borrow().is_empty(), "no sibling left");
+}
+
+/// `group_sched_in`: a group runs whole or not at all. A sibling the PMU
+/// refuses takes the siblings scheduled before it and the leader off again
+/// (each `add` undone by a `del`), the siblings after it are never added,
+/// and once the PMU accepts, the whole group runs.
+#[test]
+fn a_refused_sibling_takes_the_whole_group_off() {
+    struct Picky {
+        refuse: Cell<Option<u64>>,
+        calls: RefCell<Vec<(&'static str, u64)>>,
+    }
+    impl Pmu for Picky {
+        fn caps(&self) -> PmuCaps {
+            PmuCaps::NO_NMI
+        }
+        fn add(&self, e: &EventInfo<'_>, _: u32) -> perfaux::Result<()> {
+            if self.refuse.get() == Some(e.id) {
+                return Err(Error::NoSpace);
+            }
+            self.calls.borrow_mut().push(("add", e.id));
+            Ok(())
+        }
+        fn del(&self, e: &EventInfo<'_>, _: u32) {
+            self.calls.borrow_mut().push(("del", e.id));
+        }
+        fn start(&self, _: &EventInfo<'_>, _: u32) {}
+        fn stop(&self, _: &EventInfo<'_>, _: u32) {}
+    }
+    let pmu = Picky {
+        refuse: Cell::new(Some(3)),
+        calls: RefCell::new(Vec::new()),
+    };
+    let p = platform();
+    fn open<'g>(pmu: &'g Picky, id: u64, leader: Option<&'g Event<'g, ()>>) -> Event<'g, ()> {
+        Event::open(EventConfig {
+            attr: sampler_attr(0),
+            pmu,
+            id,
+            cpu: 0,
+            leader,
+            parent: None,
+        })
+        .unwrap()
+    }
+    let leader = open(&pmu, 1, None);
+    let (a, b, c) = (
+        open(&pmu, 2, Some(&leader)),
+        open(&pmu, 3, Some(&leader)),
+        open(&pmu, 4, Some(&leader)),
+    );
+    for e in [&a, &b, &c] {
+        e.join_group();
+    }
+    assert_eq!(leader.sched_in(&p), Err(Error::NoSpace));
+    assert_eq!(
+        *pmu.calls.borrow(),
+        [("add", 1), ("add", 2), ("del", 2), ("del", 1)],
+        "the sibling before the refused one, then the leader, undone"
+    );
+    for e in [&leader, &a, &b, &c] {
+        assert_eq!(e.state(), EventState::Inactive);
+    }
+    pmu.calls.borrow_mut().clear();
+    pmu.refuse.set(None);
+    leader.sched_in(&p).unwrap();
+    assert_eq!(
+        *pmu.calls.borrow(),
+        [("add", 1), ("add", 2), ("add", 3), ("add", 4)]
+    );
+    for e in [&leader, &a, &b, &c] {
+        assert_eq!(e.state(), EventState::Active);
+    }
 }
