@@ -1089,9 +1089,9 @@ int perfaux_event_set_buffer(struct perfaux_event *ev,
 int perfaux_event_set_output(struct perfaux_event *ev, const struct perfaux_event *target);
 
 /**
- * Schedules the event, and a leader's group, on the platform's CPU
- * (`event_sched_in`). Returns 0, `-EINVAL` for bad arguments, or the
- * PMU's refusal.
+ * Schedules the event, and a leader's group, on the platform's CPU as one
+ * unit (`group_sched_in`). Returns 0, `-EINVAL` for bad arguments, or the
+ * PMU's refusal of one member, after which the whole group is off again.
  *
  * # Safety
  * `ev` NULL or event storage; `platform` readable; interrupts masked.

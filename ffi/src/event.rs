@@ -442,9 +442,9 @@ unsafe fn read_platform(p: *const perfaux_platform) -> Option<CPlatform> {
     unsafe { read_in(p) }.map(CPlatform)
 }
 
-/// Schedules the event, and a leader's group, on the platform's CPU
-/// (`event_sched_in`). Returns 0, `-EINVAL` for bad arguments, or the
-/// PMU's refusal.
+/// Schedules the event, and a leader's group, on the platform's CPU as one
+/// unit (`group_sched_in`). Returns 0, `-EINVAL` for bad arguments, or the
+/// PMU's refusal of one member, after which the whole group is off again.
 ///
 /// # Safety
 /// `ev` NULL or event storage; `platform` readable; interrupts masked.
