@@ -1,6 +1,16 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /* perfaux: C ABI of the perfaux engine. Every function returns 0 (or a length)
- * on success and a negative Linux errno on failure; none can panic. */
+ * on success and a negative Linux errno on failure; none can panic.
+ *
+ * Storage: every object (struct perfaux_ring, perfaux_aux_area, perfaux_pt_cpu,
+ * ...) lives in storage the caller declares, of the size the struct has and
+ * aligned to PERFAUX_OBJECT_ALIGN, zeroed before its first *_init (a zeroed
+ * object is "not initialized": *_init refuses an initialized one with -EBUSY,
+ * every other function refuses an uninitialized one with -EINVAL). Objects
+ * refer to each other in place: none may move while initialized, and they are
+ * torn down with *_fini in the reverse order of set-up, after which the
+ * storage may be initialized again. Pages (user page, data chunks, AUX pages,
+ * ToPA tables) are 4 KiB aligned. */
 
 #ifndef PERFAUX_H
 #define PERFAUX_H

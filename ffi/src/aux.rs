@@ -11,11 +11,11 @@ use perfaux::abi::PerfEventMmapPage;
 use perfaux::aux::{AuxArea, AuxConfig, AuxHandle, copy_aux};
 use perfaux::ring::Wakeup;
 
-use crate::pt::{CSink, perfaux_sink};
 use crate::ring::{
-    CWakeup, NO_WAKEUP, fixed_event, live_box, perfaux_output_event, perfaux_ring, perfaux_wakeup,
-    read_in, ring_ref, usable,
+    CWakeup, NO_WAKEUP, fixed_event, perfaux_output_event, perfaux_ring, perfaux_wakeup, ring_ref,
 };
+use crate::sink::{CSink, perfaux_sink};
+use crate::storage::{live_box, read_in, usable};
 
 /// `perfaux_aux_config.flags`: overwrite (snapshot) mode, a read-only AUX
 /// mapping in Linux: the tracer writes on, whatever was read.

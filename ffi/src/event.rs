@@ -21,8 +21,11 @@ use perfaux::sample::SampleData;
 
 use crate::attr::read_attr;
 use crate::aux::{area_ref, perfaux_aux_area};
-use crate::pt::{CPlatform, cpu_ref, perfaux_platform, perfaux_pt_cpu, perfaux_sink, with_c_sink};
-use crate::ring::{live_box, perfaux_ring, read_in, ring_ref, usable};
+use crate::platform::{perfaux_platform, read_platform};
+use crate::pt::{cpu_ref, perfaux_pt_cpu};
+use crate::ring::{perfaux_ring, ring_ref};
+use crate::sink::{perfaux_sink, with_c_sink};
+use crate::storage::{live_box, read_in, usable};
 
 /// Words of `struct perfaux_event`.
 pub const PERFAUX_EVENT_WORDS: usize = 64;
@@ -431,15 +434,6 @@ pub unsafe extern "C" fn perfaux_event_set_output(
             Err(err) => err.errno(),
         })
     }
-}
-
-/// Reads a C platform, NULL meaning none of its services.
-///
-/// # Safety
-/// `p` NULL or readable.
-unsafe fn read_platform(p: *const perfaux_platform) -> Option<CPlatform> {
-    // SAFETY: NULL or readable (the caller's contract).
-    unsafe { read_in(p) }.map(CPlatform)
 }
 
 /// Schedules the event, and a leader's group, on the platform's CPU as one

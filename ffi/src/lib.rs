@@ -35,16 +35,21 @@ mod caps;
 mod event;
 #[cfg(target_os = "none")]
 mod panic;
+mod platform;
 mod pt;
 mod ring;
 mod sample;
+mod sink;
+mod storage;
 mod warn;
 
 pub use attr::*;
 pub use aux::*;
 pub use caps::*;
 pub use event::*;
+pub use platform::*;
 pub use pt::*;
 pub use ring::*;
 pub use sample::*;
+pub use sink::*;
 pub use warn::*;

@@ -19,21 +19,20 @@ use core::ptr::{self, NonNull, addr_of, addr_of_mut};
 
 use perfaux::abi::{PAGE_SIZE, PerfEventAttr};
 use perfaux::aux::{AreaOutput, AuxOutput, AuxTransaction};
-use perfaux::pmu::{EventInfo, Platform, Pmu, ef};
+use perfaux::pmu::{EventInfo, Pmu, ef};
 use perfaux::pt::buffer::PtBuffer;
 use perfaux::pt::packet::ExecMode;
 use perfaux::pt::pmu::PtPmu;
 use perfaux::pt::stream::TraceEvent;
-use perfaux::pt::topa::{PhysMap, TopaTable};
+use perfaux::pt::topa::TopaTable;
 use perfaux::pt::tracer::SoftTracer;
-use perfaux::ring::OutputSink;
-use perfaux::sample::IrqMask;
 use perfaux::{Error, Result, warn_on_once};
 
 use crate::aux::{area_ref, perfaux_aux_area};
-use crate::ring::{
-    fixed_event, live_box, perfaux_output_event, perfaux_ring, read_in, ring_ref, usable,
-};
+use crate::platform::{CPhysMap, CPlatform, perfaux_phys_map, perfaux_platform};
+use crate::ring::{fixed_event, perfaux_output_event, perfaux_ring, ring_ref};
+use crate::sink::{CSink, perfaux_sink};
+use crate::storage::{live_box, read_in, usable};
 
 /// Words of `struct perfaux_pt_cpu`.
 pub const PERFAUX_PT_CPU_WORDS: usize = 256;
@@ -133,33 +132,6 @@ const _: () = assert!(core::mem::offset_of!(perfaux_trace_event, target) == 8);
 const _: () = assert!(core::mem::offset_of!(perfaux_trace_event, from) == 16);
 const _: () = assert!(core::mem::offset_of!(perfaux_trace_event, value) == 24);
 
-/// Translates between the addresses the CPU uses and physical addresses,
-/// for the ToPA tables (`virt_to_phys`/`phys_to_virt` in a kernel). Both
-/// NULL: addresses are their own physical addresses (a host process).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct perfaux_phys_map {
-    /// The physical address of `virt`.
-    pub to_phys: Option<unsafe extern "C" fn(ctx: *mut c_void, virt: *const c_void) -> u64>,
-    /// The address for `phys`.
-    pub to_virt: Option<unsafe extern "C" fn(ctx: *mut c_void, phys: u64) -> *mut c_void>,
-    /// Their argument.
-    pub ctx: *mut c_void,
-}
-
-/// Where `snapshot_aux` writes: `copy` takes `len` bytes and returns how
-/// many it could **not** take (0 when all went in), like the kernel's
-/// `perf_output_copy`. Called from PMI context.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct perfaux_sink {
-    /// The copy callback.
-    pub copy:
-        Option<unsafe extern "C" fn(ctx: *mut c_void, bytes: *const c_void, len: usize) -> usize>,
-    /// Its argument.
-    pub ctx: *mut c_void,
-}
-
 /// The AUX transactions of the event running on one CPU, run by C (a
 /// kernel's: `begin` is `perf_aux_output_begin` on the CPU's handle, `flag`
 /// `perf_aux_output_flag`, `end` `perf_aux_output_end` after setting
@@ -191,25 +163,6 @@ pub struct perfaux_aux_ops {
     pub ctx: *mut c_void,
 }
 
-/// The platform: interrupt masking, CPU id, clock and current task (to
-/// stamp `PERF_RECORD_AUX` trailers). Every callback may run in NMI context.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct perfaux_platform {
-    /// The current CPU.
-    pub cpu: Option<unsafe extern "C" fn(ctx: *mut c_void) -> u32>,
-    /// The perf clock now.
-    pub clock: Option<unsafe extern "C" fn(ctx: *mut c_void) -> u64>,
-    /// The current task's process and thread ids (not `current`: a kernel macro).
-    pub current_task: Option<unsafe extern "C" fn(ctx: *mut c_void, pid: *mut u32, tid: *mut u32)>,
-    /// Masks interrupts; returns what `irq_restore` needs.
-    pub irq_save: Option<unsafe extern "C" fn(ctx: *mut c_void) -> usize>,
-    /// Restores the interrupt state `irq_save` returned.
-    pub irq_restore: Option<unsafe extern "C" fn(ctx: *mut c_void, state: usize)>,
-    /// Their argument.
-    pub ctx: *mut c_void,
-}
-
 /// Storage of the PT driver of one CPU. Opaque.
 #[repr(C)]
 pub struct perfaux_pt_cpu {
@@ -223,81 +176,6 @@ pub struct perfaux_pt_cpu {
 pub struct perfaux_pt_buffer {
     /// Opaque.
     pub opaque: [u64; PERFAUX_PT_BUFFER_WORDS],
-}
-
-struct CPhysMap(perfaux_phys_map);
-
-impl CPhysMap {
-    /// The map C gave (NULL: identity); `None` if only one of its two
-    /// callbacks is set.
-    ///
-    /// # Safety
-    /// `phys` NULL or readable.
-    unsafe fn read(phys: *const perfaux_phys_map) -> Option<CPhysMap> {
-        // SAFETY: NULL or readable (the caller's contract).
-        let phys = unsafe { read_in(phys) }.unwrap_or(perfaux_phys_map {
-            to_phys: None,
-            to_virt: None,
-            ctx: ptr::null_mut(),
-        });
-        (phys.to_phys.is_some() == phys.to_virt.is_some()).then_some(CPhysMap(phys))
-    }
-}
-
-impl PhysMap for CPhysMap {
-    fn to_phys(&self, virt: *const u8) -> u64 {
-        match self.0.to_phys {
-            // SAFETY: the translation callback C registered, which takes
-            // any address (the `perfaux_phys_map` contract).
-            Some(f) => unsafe { f(self.0.ctx, virt.cast()) },
-            None => virt as u64,
-        }
-    }
-    fn to_virt(&self, phys: u64) -> *mut u8 {
-        match self.0.to_virt {
-            // SAFETY: as in `to_phys`.
-            Some(f) => unsafe { f(self.0.ctx, phys) }.cast(),
-            None => phys as usize as *mut u8,
-        }
-    }
-}
-
-pub(crate) struct CPlatform(pub(crate) perfaux_platform);
-
-impl IrqMask for CPlatform {
-    fn save(&self) -> usize {
-        match self.0.irq_save {
-            // SAFETY: the callback C registered, callable from any context
-            // (the `perfaux_platform` contract).
-            Some(f) => unsafe { f(self.0.ctx) },
-            None => 0,
-        }
-    }
-    fn restore(&self, state: usize) {
-        if let Some(f) = self.0.irq_restore {
-            // SAFETY: as in `save`; `state` is what `save` returned.
-            unsafe { f(self.0.ctx, state) }
-        }
-    }
-}
-
-impl Platform for CPlatform {
-    fn cpu(&self) -> u32 {
-        // SAFETY: the callback C registered (the `perfaux_platform` contract).
-        self.0.cpu.map_or(0, |f| unsafe { f(self.0.ctx) })
-    }
-    fn clock(&self) -> u64 {
-        // SAFETY: as in `cpu`.
-        self.0.clock.map_or(0, |f| unsafe { f(self.0.ctx) })
-    }
-    fn current(&self) -> (u32, u32) {
-        let (mut pid, mut tid) = (0, 0);
-        if let Some(f) = self.0.current_task {
-            // SAFETY: as in `cpu`; both pointers are to locals.
-            unsafe { f(self.0.ctx, &mut pid, &mut tid) };
-        }
-        (pid, tid)
-    }
 }
 
 /// What `struct perfaux_pt_buffer` holds.
@@ -922,49 +800,6 @@ pub unsafe extern "C" fn perfaux_pt_stop(
     }
     with_info(0, 0, aux_paused, |i| b.pmu.stop(i, flags));
     0
-}
-
-/// A C sink as the engine's output sink.
-pub(crate) struct CSink(pub(crate) perfaux_sink);
-
-impl OutputSink for CSink {
-    fn copy(&mut self, bytes: &[u8]) -> usize {
-        let Some(f) = self.0.copy else {
-            return bytes.len();
-        };
-        // SAFETY: the registered callback, given `bytes.len()` readable
-        // bytes; its answer is clamped to what was given.
-        let left = unsafe { f(self.0.ctx, bytes.as_ptr().cast(), bytes.len()) };
-        left.min(bytes.len())
-    }
-}
-
-/// The engine's sink behind a C sink: `ctx` is a `&mut &mut dyn OutputSink`.
-unsafe extern "C" fn engine_sink_copy(ctx: *mut c_void, bytes: *const c_void, len: usize) -> usize {
-    if len == 0 {
-        return 0;
-    }
-    if bytes.is_null() {
-        return len;
-    }
-    // SAFETY: `ctx` is the `&mut &mut dyn OutputSink` that `with_c_sink`
-    // passes for the duration of its closure; `bytes` is readable for `len`
-    // (the C callback's contract, checked for NULL).
-    unsafe {
-        let sink = &mut *ctx.cast::<&mut dyn OutputSink>();
-        sink.copy(core::slice::from_raw_parts(bytes.cast::<u8>(), len))
-    }
-}
-
-/// Runs `f` with a C sink that writes into the engine's `sink` (for C
-/// `snapshot_aux` callbacks given the sample being written).
-pub(crate) fn with_c_sink<R>(sink: &mut dyn OutputSink, f: impl FnOnce(&perfaux_sink) -> R) -> R {
-    let mut sink = sink;
-    let c = perfaux_sink {
-        copy: Some(engine_sink_copy),
-        ctx: ptr::from_mut(&mut sink).cast(),
-    };
-    f(&c)
 }
 
 /// `pmu->snapshot_aux` (Linux's `pt_event_snapshot_aux`): stops tracing,

@@ -18,6 +18,8 @@ use perfaux::ring::{
     Consumer, FixedEvent, NoHook, OutputHandle, Ring, RingConfig, SampleId, Wakeup,
 };
 
+use crate::storage::{live_box, read_in, usable};
+
 /// `perfaux_ring_config.flags`: overwrite mode (a read-only mapping in
 /// Linux): the writer never waits for `data_tail`.
 pub const PERFAUX_RING_OVERWRITE: u32 = 1 << 0;
@@ -179,52 +181,11 @@ const _: () = {
     assert!(align_of::<ConsumerBox>() <= align_of::<perfaux_consumer>());
 };
 
-/// `*p` by value (any alignment), or `None` for NULL: how every C struct
-/// passed by pointer is read.
-///
-/// # Safety
-/// `p` must be NULL or readable for `size_of::<T>()` bytes holding a valid
-/// `T` (for the `perfaux_*` structs: function pointers or NULL in the
-/// callback fields, anything elsewhere).
-pub(crate) unsafe fn read_in<T: Copy>(p: *const T) -> Option<T> {
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: non-null and readable (the caller's contract);
-    // `read_unaligned` has no alignment requirement.
-    Some(unsafe { p.read_unaligned() })
-}
-
 /// Nobody to wake.
 pub(crate) const NO_WAKEUP: perfaux_wakeup = perfaux_wakeup {
     func: None,
     ctx: ptr::null_mut(),
 };
-
-/// The object box in storage `p`, if its live word says it is
-/// initialized. Every box is `#[repr(C)]` with that word first; storage
-/// that was never initialized (or was torn down) holds another value there.
-///
-/// # Safety
-/// `p` must be NULL or point to storage of at least `size_of::<B>()` bytes,
-/// valid for reads.
-pub(crate) unsafe fn live_box<S, B>(p: *const S, live: u64) -> Option<*mut B> {
-    if !usable(p) {
-        return None;
-    }
-    // SAFETY: non-null and aligned (checked), at least a word of readable
-    // storage (the caller's contract): its first word, read as a u64
-    // whatever the storage holds, is a box's live word.
-    if unsafe { p.cast::<u64>().read() } != live {
-        return None;
-    }
-    Some(p.cast_mut().cast::<B>())
-}
-
-/// Whether `p` is non-null and aligned for `T`.
-pub(crate) fn usable<T>(p: *const T) -> bool {
-    !p.is_null() && p.is_aligned()
-}
 
 /// The initialized ring at `p`, if it is one.
 ///

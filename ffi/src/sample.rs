@@ -14,10 +14,11 @@ use perfaux::sample::{AuxSampling, SampleData, SnapshotAux, prepare, write_sampl
 use crate::attr::read_attr;
 use crate::aux::{area_ref, perfaux_aux_area};
 use crate::event::{perfaux_sample_data, sample_data};
-use crate::pt::{
-    CPlatform, CpuBox, cpu_ref, perfaux_platform, perfaux_pt_cpu, perfaux_sink, with_c_sink,
-};
-use crate::ring::{fixed_event, perfaux_output_event, perfaux_ring, read_in, ring_ref};
+use crate::platform::{CPlatform, perfaux_platform};
+use crate::pt::{CpuBox, cpu_ref, perfaux_pt_cpu};
+use crate::ring::{fixed_event, perfaux_output_event, perfaux_ring, ring_ref};
+use crate::sink::{perfaux_sink, with_c_sink};
+use crate::storage::read_in;
 
 /// Where a sample's AUX block comes from: the AUX leader's `area` and its
 /// `snapshot_aux`, either a PT PMU (`pt`) or a callback (`snapshot`, used
