@@ -104,13 +104,14 @@ impl<W: Write + Seek> Writer<W> {
     /// Appends one record (its header says its size; an AUXTRACE record
     /// comes with its AUX data, and goes into the index).
     pub fn record(&mut self, bytes: &[u8]) -> io::Result<()> {
-        if let Some(header) = perfaux::ring::read_header(bytes)
-            && header.type_ == user_record::AUXTRACE
-        {
-            self.index.push(IndexEntry {
-                file_offset: self.data_offset + self.data_size,
-                size: u64::from(header.size),
-            });
+        match perfaux::ring::read_header(bytes) {
+            Some(header) if header.type_ == user_record::AUXTRACE => {
+                self.index.push(IndexEntry {
+                    file_offset: self.data_offset + self.data_size,
+                    size: u64::from(header.size),
+                });
+            }
+            _ => {}
         }
         self.out.write_all(bytes)?;
         self.data_size += bytes.len() as u64;
