@@ -107,6 +107,129 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # An AUX sample, end to end
+//!
+//! What `perf record -e '{intel_pt//,cycles}' --aux-sample=256` sets up, on
+//! the same memory: the PT event leads a group, a sampling event joins it
+//! with `aux_sample_size`, writes into the leader's buffer
+//! (`PERF_EVENT_IOC_SET_OUTPUT`), and its overflow (the PMI) writes a
+//! `PERF_RECORD_SAMPLE` whose AUX block is the newest trace, which a
+//! consumer reads back as `perf record` would.
+//!
+//! ```
+//! use perfaux::abi::{PerfEventAttr, PerfEventMmapPage, record_type, sample_type as st};
+//! use perfaux::aux::{AuxArea, AuxConfig};
+//! use perfaux::event::{Buffer, Event, EventConfig};
+//! use perfaux::pmu::{EventInfo, Platform, Pmu};
+//! use perfaux::pt::{buffer::PtBuffer, pmu::PtPmu, stream::TraceEvent};
+//! use perfaux::pt::topa::{IdentityMap, TopaTable};
+//! use perfaux::pt::tracer::SoftTracer;
+//! use perfaux::ring::{Consumer, FixedEvent, Ring, RingConfig, read_header};
+//! use perfaux::sample::{IrqMask, SampleData};
+//! use perfaux::PmuCaps;
+//!
+//! #[repr(C, align(4096))]
+//! struct Page([u8; 4096]);
+//!
+//! /// The sampling event's PMU: a counter that overflows when asked.
+//! struct Cycles;
+//! impl Pmu for Cycles {
+//!     fn caps(&self) -> PmuCaps { PmuCaps::NONE }
+//!     fn add(&self, _: &EventInfo<'_>, _: u32) -> perfaux::Result<()> { Ok(()) }
+//!     fn del(&self, _: &EventInfo<'_>, _: u32) {}
+//!     fn start(&self, _: &EventInfo<'_>, _: u32) {}
+//!     fn stop(&self, _: &EventInfo<'_>, _: u32) {}
+//! }
+//!
+//! /// CPU 0, its clock, the task running there; interrupts are masked
+//! /// already (the PMI).
+//! struct Cpu0;
+//! impl IrqMask for Cpu0 {
+//!     fn save(&self) -> usize { 0 }
+//!     fn restore(&self, _: usize) {}
+//! }
+//! impl Platform for Cpu0 {
+//!     fn cpu(&self) -> u32 { 0 }
+//!     fn clock(&self) -> u64 { 1_000 }
+//!     fn current(&self) -> (u32, u32) { (42, 42) }
+//! }
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let mut user = Box::new(Page([0; 4096]));
+//! let mut data: Vec<Page> = (0..4).map(|_| Page([0; 4096])).collect();
+//! let mut aux: Vec<Page> = (0..4).map(|_| Page([0; 4096])).collect();
+//! let user_page = user.0.as_mut_ptr().cast::<PerfEventMmapPage>();
+//! let data_pages: Vec<*mut u8> = data.iter_mut().map(|p| p.0.as_mut_ptr()).collect();
+//! let aux_pages: Vec<*mut u8> = aux.iter_mut().map(|p| p.0.as_mut_ptr()).collect();
+//! // SAFETY: live, aligned, disjoint pages, used only by these objects.
+//! let ring = unsafe { Ring::new(user_page, &data_pages, 0, RingConfig::default())? };
+//! let snapshot_mode = AuxConfig { overwrite: true, ..AuxConfig::default() };
+//! // SAFETY: as above; `user_page` is the ring's.
+//! let area = unsafe { AuxArea::new(user_page, &aux_pages, snapshot_mode, ())? };
+//! let mut tables = [TopaTable::new()];
+//! // SAFETY: as above; only the tracer this buffer programs writes them.
+//! let pt_buffer = unsafe { PtBuffer::new(&mut tables, &aux_pages, true, &IdentityMap)? };
+//! let tracer = SoftTracer::new(&IdentityMap, 4096);
+//! let pt = PtPmu::new(&tracer, &IdentityMap, &pt_buffer, &area, &ring, FixedEvent::default())?;
+//!
+//! // The group: intel_pt// leading, cycles with aux_sample_size 256.
+//! let mut pt_attr = PerfEventAttr::new(136);
+//! pt_attr.type_ = 8;
+//! let leader = Event::open(EventConfig {
+//!     attr: pt_attr, pmu: &pt, id: 1, cpu: 0, leader: None, parent: None,
+//! }).map_err(|rule| format!("{rule:?}"))?;
+//! let buffer = Buffer { ring: &ring, aux: Some(&area) };
+//! leader.set_buffer(&buffer);
+//! let mut attr = PerfEventAttr::new(136);
+//! attr.sample_period = 100_000;
+//! attr.sample_type = st::IP | st::TID | st::TIME | st::AUX;
+//! attr.aux_sample_size = 256;
+//! let cycles = Event::open(EventConfig {
+//!     attr, pmu: &Cycles, id: 2, cpu: 0, leader: Some(&leader), parent: None,
+//! }).map_err(|rule| format!("{rule:?}"))?;
+//! cycles.join_group();
+//! cycles.set_output(&leader)?;
+//! leader.sched_in(&Cpu0)?;
+//!
+//! // The CPU runs traced code, then the counter overflows: the PMI.
+//! tracer.trace(TraceEvent::Enable(0x40_0000));
+//! for i in 0..2000 {
+//!     tracer.trace(TraceEvent::Conditional { taken: i % 3 != 0, next: 0x40_0000 });
+//! }
+//! let ip = 0x40_1234;
+//! cycles.overflow(&Cpu0, &SampleData { ip, ..SampleData::default() })?;
+//!
+//! // The consumer (perf record) reads the sample back.
+//! // SAFETY: the ring's memory, in writable mode; the only consumer.
+//! let mut consumer = unsafe { Consumer::new(user_page, &data_pages, 0)? };
+//! consumer.refresh();
+//! let mut scratch = [0u8; 65536];
+//! let mut found = false;
+//! while let Some(record) = consumer.next_record(&mut scratch) {
+//!     let record = record?;
+//!     if read_header(record).map(|h| h.type_) != Some(record_type::SAMPLE) {
+//!         continue; // the leader's ITRACE_START
+//!     }
+//!     let word = |at: usize| u64::from_ne_bytes(record[at..at + 8].try_into().unwrap());
+//!     // IP, PID/TID, TIME, then the AUX block: its size, its bytes.
+//!     assert_eq!(word(8), ip);
+//!     assert_eq!((word(16) & 0xffff_ffff, word(16) >> 32), (42, 42));
+//!     assert_eq!(word(24), 1_000);
+//!     let aux_size = word(32) as usize;
+//!     assert_eq!(aux_size, 256);
+//!     let trace = &record[40..40 + aux_size];
+//!     // The newest 256 bytes the tracer wrote, where it wrote them.
+//!     let head = tracer.written() as usize % (4 * 4096);
+//!     let page = |at: usize| aux[at / 4096].0[at % 4096];
+//!     assert!(trace.iter().enumerate().all(|(i, &b)| b == page((head + 4 * 4096 - 256 + i) % (4 * 4096))));
+//!     found = true;
+//! }
+//! consumer.commit();
+//! assert!(found, "the sample was written");
+//! # Ok(())
+//! # }
+//! ```
 
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
