@@ -218,10 +218,7 @@ pub fn run(args: &AttrArgs) -> Result<ExitCode, String> {
     let original = bytes.clone();
     let copied = copy_attr(&mut bytes[..readable], &CopyPolicy::default());
     let verdict = copied.and_then(|attr| {
-        let group = leader.as_ref().map(|(a, caps)| GroupLeader {
-            attr: a,
-            caps: *caps,
-        });
+        let group = leader.as_ref().map(|(a, caps)| GroupLeader::new(a, *caps));
         check_event(&attr, pmu, group).map(|()| attr)
     });
 

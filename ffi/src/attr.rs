@@ -122,10 +122,11 @@ pub unsafe extern "C" fn perfaux_event_check(
             return rule.error().errno();
         }
     }
-    let leader = leader.as_ref().map(|attr| GroupLeader {
-        attr,
-        caps: leader_caps,
-    });
+    // The attr-level checks: the caller vouches that the leader leads its
+    // group on the event's CPU (the C ABI has no events here).
+    let leader = leader
+        .as_ref()
+        .map(|attr| GroupLeader::new(attr, leader_caps));
     match check_event(&attr, caps, leader) {
         Ok(()) => 0,
         Err(rule) => rule.error().errno(),

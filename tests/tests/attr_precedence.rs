@@ -23,9 +23,7 @@ fn open(
 ) -> Result<(), Rule> {
     let mut user = attr.to_bytes();
     let attr = copy_attr(&mut user, &CopyPolicy::default())?;
-    let leader = leader
-        .as_ref()
-        .map(|(a, c)| GroupLeader { attr: a, caps: *c });
+    let leader = leader.as_ref().map(|(a, c)| GroupLeader::new(a, *c));
     check_event(&attr, caps, leader)
 }
 

@@ -194,7 +194,7 @@ proptest! {
         a.aux_sample_size = sample_size;
         let leader_attr = PerfEventAttr::new(136);
         let want = aux_model(&a, caps, leader);
-        let got = check_event(&a, caps, leader.map(|c| GroupLeader { attr: &leader_attr, caps: c })).map_err(Error::from);
+        let got = check_event(&a, caps, leader.map(|c| GroupLeader::new(&leader_attr, c))).map_err(Error::from);
         prop_assert_eq!(got, want);
         // The C entry point agrees.
         let bytes = a.to_bytes();

@@ -33,7 +33,7 @@
 //! assert_eq!(refused, Rule::AuxEventWithoutLeader);
 //! assert_eq!(refused.error(), Error::Invalid);
 //! let pt = perfaux::abi::PerfEventAttr::new(PERF_ATTR_SIZE_VER6);
-//! let leader = GroupLeader { attr: &pt, caps: PmuCaps::AUX | PmuCaps::SNAPSHOT_AUX };
+//! let leader = GroupLeader::new(&pt, PmuCaps::AUX | PmuCaps::SNAPSHOT_AUX);
 //! assert_eq!(check_event(&sampler, PmuCaps::NONE, Some(leader)), Ok(()));
 //! ```
 

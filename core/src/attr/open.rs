@@ -15,6 +15,26 @@ pub struct GroupLeader<'a> {
     pub attr: &'a PerfEventAttr,
     /// The capabilities of the leader's PMU.
     pub caps: PmuCaps,
+    /// The `group_fd` event leads its group (`group_leader->group_leader ==
+    /// group_leader`): a sibling cannot be named as a leader.
+    pub is_leader: bool,
+    /// It is bound to the new event's CPU (`group_leader->cpu ==
+    /// event->cpu`; both -1 for a per-task group).
+    pub same_cpu: bool,
+}
+
+impl<'a> GroupLeader<'a> {
+    /// A group leader with this attr and PMU, bound to the new event's CPU:
+    /// what the attr-level checks see (set [`is_leader`](Self::is_leader)
+    /// and [`same_cpu`](Self::same_cpu) when the events are known).
+    pub const fn new(attr: &'a PerfEventAttr, caps: PmuCaps) -> Self {
+        GroupLeader {
+            attr,
+            caps,
+            is_leader: true,
+            same_cpu: true,
+        }
+    }
 }
 
 /// The clock an event's time fields use (`perf_event_set_clock`).
@@ -80,9 +100,9 @@ pub const fn needs_aux_event(attr: &PerfEventAttr) -> bool {
 /// 3. A sampling event (`sample_period != 0`) on a `NO_INTERRUPT` PMU → `EOPNOTSUPP`.
 /// 4. `use_clockid`: unknown clock, or a clock not NMI-safe on a PMU that
 ///    runs in NMI context → `EINVAL`.
-/// 5. Group (`sys_perf_event_open`'s group checks): a clock other than the leader's, or a
-///    sibling that is
-///    `exclusive` or `pinned` → `EINVAL`.
+/// 5. The group block of `sys_perf_event_open`: `group_fd` names a sibling,
+///    a clock other than the leader's, a leader bound to another CPU, or a
+///    sibling that is `exclusive` or `pinned` → `EINVAL`.
 /// 6. `perf_get_aux_event` when [`needs_aux_event`]: no leader;
 ///    `aux_output` with `aux_sample_size`; `aux_output` and the leader is not
 ///    an AUX instruction tracer this PMU matches; `aux_pause`/`aux_resume`
@@ -110,9 +130,15 @@ pub fn check_event(
     }
 
     if let Some(leader) = leader {
+        if !leader.is_leader {
+            return Err(Rule::LeaderNotGroupLeader);
+        }
         // An unusable leader clock cannot equal a usable one.
         if EventClock::of(leader.attr) != Ok(clock) {
             return Err(Rule::GroupClockMismatch);
+        }
+        if !leader.same_cpu {
+            return Err(Rule::GroupCpuMismatch);
         }
         // Only a group leader can be exclusive or pinned.
         if attr.exclusive() || attr.pinned() {
@@ -218,7 +244,7 @@ mod tests {
     }
 
     fn under(leader: &PerfEventAttr, caps: PmuCaps) -> Option<GroupLeader<'_>> {
-        Some(GroupLeader { attr: leader, caps })
+        Some(GroupLeader::new(leader, caps))
     }
 
     #[test]
@@ -248,6 +274,50 @@ mod tests {
         let mut o10 = attr();
         o10.sample_type = crate::abi::sample_type::AUX;
         assert_eq!(check_event(&o10, SW, None), Ok(()));
+    }
+
+    /// The group block in `sys_perf_event_open`'s order: a sibling named as
+    /// the leader, then the clock, then the CPU, then pinned/exclusive.
+    #[test]
+    fn the_group_block_in_linux_order() {
+        let leader = attr();
+        let e = attr();
+        let with = |is_leader, same_cpu, other_clock: bool, pinned: bool| {
+            let mut l = leader;
+            if other_clock {
+                l.flags |= attr_flags::USE_CLOCKID;
+                l.clockid = 1;
+            }
+            let mut e = e;
+            if pinned {
+                e.flags |= attr_flags::PINNED;
+            }
+            let g = GroupLeader {
+                is_leader,
+                same_cpu,
+                ..GroupLeader::new(&l, SW)
+            };
+            super::check_event(&e, SW, Some(g))
+        };
+        assert_eq!(with(true, true, false, false), Ok(()));
+        assert_eq!(
+            with(false, false, true, true),
+            Err(Rule::LeaderNotGroupLeader)
+        );
+        assert_eq!(with(true, false, true, true), Err(Rule::GroupClockMismatch));
+        assert_eq!(with(true, false, false, true), Err(Rule::GroupCpuMismatch));
+        assert_eq!(
+            with(true, true, false, true),
+            Err(Rule::SiblingPinnedOrExclusive)
+        );
+        for r in [
+            Rule::LeaderNotGroupLeader,
+            Rule::GroupClockMismatch,
+            Rule::GroupCpuMismatch,
+            Rule::SiblingPinnedOrExclusive,
+        ] {
+            assert!(r.in_group_block() && !r.after_group_block(), "{r:?}");
+        }
     }
 
     #[test]

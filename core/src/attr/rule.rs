@@ -104,8 +104,19 @@ pub enum Rule {
 }
 
 impl Rule {
-    /// Whether Linux checks this rule after the group block of
-    /// `perf_event_open` (step 18: leader, clock, CPU, context, pinned).
+    /// Whether the rule is one of the group block of `sys_perf_event_open`
+    /// (leader, clock, CPU, pinned/exclusive), checked after the PMU's
+    /// `event_init`.
+    pub const fn in_group_block(self) -> bool {
+        use Rule::*;
+        matches!(
+            self,
+            LeaderNotGroupLeader | GroupClockMismatch | GroupCpuMismatch | SiblingPinnedOrExclusive
+        )
+    }
+
+    /// Whether the rule is one of `perf_get_aux_event`'s, checked after the
+    /// group block.
     pub const fn after_group_block(self) -> bool {
         use Rule::*;
         matches!(

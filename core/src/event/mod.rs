@@ -112,17 +112,19 @@ impl<'g, P> Event<'g, P> {
     /// links to its leader. Starts `Off` if `attr.disabled`, else `Inactive`.
     /// Call [`join_group`](Self::join_group) next for a sibling.
     ///
-    /// Beyond [`check_event`], the group block checks what needs the events
-    /// themselves, in Linux's order: the leader must be a group leader, then
-    /// (after the clock) both must be bound to the same CPU (`sys_perf_event_open`'s group checks).
+    /// `pmu->event_init` runs before the group block, as in
+    /// `perf_event_alloc`: a rule of the group block or after it is reported
+    /// only if the PMU accepts the config.
     pub fn open(config: EventConfig<'g, P>) -> core::result::Result<Self, Rule> {
         let leader_info = config.leader.map(|l| GroupLeader {
             attr: &l.attr,
             caps: l.pmu.caps(),
+            is_leader: l.leader.is_none(),
+            same_cpu: l.cpu == config.cpu,
         });
         let checked = check_event(&config.attr, config.pmu.caps(), leader_info);
         if let Err(rule) = checked {
-            if !rule.after_group_block() && !is_group_rule(rule) {
+            if !rule.in_group_block() && !rule.after_group_block() {
                 return Err(rule);
             }
         }
@@ -132,21 +134,7 @@ impl<'g, P> Event<'g, P> {
         if config.pmu.event_init(&config.attr).is_err() {
             return Err(Rule::PmuRefusedConfig);
         }
-        match (checked, config.leader) {
-            (checked, Some(leader)) => {
-                if leader.leader.is_some() {
-                    return Err(Rule::LeaderNotGroupLeader);
-                }
-                if checked == Err(Rule::GroupClockMismatch) {
-                    return Err(Rule::GroupClockMismatch);
-                }
-                if leader.cpu != config.cpu {
-                    return Err(Rule::GroupCpuMismatch);
-                }
-                checked?;
-            }
-            (checked, None) => checked?,
-        }
+        checked?;
         let state = if config.attr.disabled() {
             EventState::Off
         } else {
@@ -246,15 +234,6 @@ impl<'g, P> Event<'g, P> {
         }
     }
 }
-
-/// The rules of the group block that `check_event` can decide alone.
-fn is_group_rule(rule: Rule) -> bool {
-    matches!(
-        rule,
-        Rule::GroupClockMismatch | Rule::SiblingPinnedOrExclusive
-    )
-}
-
 /// An event's identity for its side-band records (`perf_event_header__init_id`).
 struct Identity<'e, 'g, P> {
     event: &'e Event<'g, P>,
