@@ -244,6 +244,7 @@ pub mod aux;
 mod caps;
 mod error;
 pub mod event;
+pub mod platform;
 pub mod pmu;
 pub mod pt;
 pub mod ring;

@@ -6,7 +6,8 @@ use crate::abi::PerfEventAttr;
 use crate::caps::PmuCaps;
 use crate::error::Result;
 use crate::ring::OutputSink;
-use crate::sample::IrqMask;
+
+pub use crate::platform::Platform;
 
 /// `PERF_EF_*`: flags of `add`, `start` and `stop`.
 pub mod ef {
@@ -88,15 +89,4 @@ pub trait Pmu {
         let _ = (event, sink, size);
         0
     }
-}
-
-/// Services of the platform the engine runs on (the kernel, a hypervisor,
-/// the host simulator). Called from PMI context: nothing here may block.
-pub trait Platform: IrqMask {
-    /// The current CPU.
-    fn cpu(&self) -> u32;
-    /// The perf clock now (the event's clock).
-    fn clock(&self) -> u64;
-    /// Process and thread id of the current task.
-    fn current(&self) -> (u32, u32);
 }

@@ -11,7 +11,7 @@ use core::ptr::NonNull;
 
 use super::{AuxArea, AuxHandle};
 use crate::error::{Error, Result};
-use crate::pmu::Platform;
+use crate::platform::Platform;
 use crate::ring::{FixedEvent, Ring};
 
 /// The numbers of an open AUX transaction (`struct perf_output_handle`'s

@@ -7,15 +7,8 @@ use super::hook::{NestHook, NoHook};
 use super::pages::{DataPages, check_user_page};
 use crate::abi::{PAGE_SIZE, PERF_MMAP_PAGE_HEADER_SIZE, PerfEventMmapPage, mmap_caps};
 use crate::error::Result;
+use crate::platform::Wakeup;
 use crate::sync::{AtomicBool, LocalU32, LocalU64, Ordering, shared_u64};
-
-/// Wakes the consumer of a ring (Linux: `perf_output_wakeup` queues an
-/// irq_work that wakes the poll waiters). Called from the outermost writer's
-/// `end`, so possibly from NMI context: it must not block, lock or allocate.
-pub trait Wakeup {
-    /// The consumer has data to read.
-    fn wakeup(&self);
-}
 
 /// How a ring behaves. The default: writable, forward, watermark half the
 /// data size, nobody to wake.

@@ -36,7 +36,8 @@ mod output;
 pub(crate) mod pages;
 mod sample_id;
 
-pub use buffer::{Ring, RingConfig, SelfMonitoring, Wakeup};
+pub use crate::platform::Wakeup;
+pub use buffer::{Ring, RingConfig, SelfMonitoring};
 pub use consumer::{BackwardReader, Consumer, read_header};
 pub use hook::{Mutation, NestHook, NoHook, Point};
 pub use output::{OutputHandle, OutputSink};

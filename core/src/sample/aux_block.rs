@@ -3,6 +3,7 @@
 //! AUX leader PMU's `snapshot_aux` (`perf_aux_sample_output`, `perf_pmu_snapshot_aux`).
 
 use crate::aux::AuxArea;
+use crate::platform::IrqMask;
 use crate::ring::OutputSink;
 
 /// A PMU that can copy the newest bytes of its AUX trace into a sample
@@ -16,28 +17,6 @@ pub trait SnapshotAux {
     /// visible to it, no AUX transaction end), must make the tracer's writes
     /// visible before reading them, and resume tracing only if it was running.
     fn snapshot_aux(&self, sink: &mut dyn OutputSink, size: u64) -> i64;
-}
-
-/// Masks local interrupts around `snapshot_aux` (Linux `local_irq_save`),
-/// supplied by the platform. NMIs can still arrive.
-pub trait IrqMask {
-    /// Masks interrupts; returns the state to restore.
-    fn save(&self) -> usize;
-    /// Restores the state `save` returned.
-    fn restore(&self, state: usize);
-}
-
-/// For callers that already run with interrupts masked (or have none).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NoIrqMask;
-
-impl IrqMask for NoIrqMask {
-    #[inline(always)]
-    fn save(&self) -> usize {
-        0
-    }
-    #[inline(always)]
-    fn restore(&self, _state: usize) {}
 }
 
 /// The AUX side of a sampler (`event->aux_event`): the AUX leader's area

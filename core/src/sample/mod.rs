@@ -13,7 +13,8 @@ mod data;
 mod layout;
 mod write;
 
-pub use aux_block::{AuxSampling, IrqMask, NoIrqMask, SnapshotAux};
+pub use crate::platform::{IrqMask, NoIrqMask};
+pub use aux_block::{AuxSampling, SnapshotAux};
 pub use data::{BranchStack, ReadGroupEntry, ReadValues, Regs, SampleData, StackUser};
 pub use layout::{SampleLayout, prepare};
 pub use write::output;

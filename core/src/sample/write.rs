@@ -2,13 +2,14 @@
 //! `perf_output_sample`: the record's bytes in the kernel's order, AUX last
 //! (`perf_output_sample`, `perf_aux_sample_output`).
 
-use super::aux_block::{AuxSampling, IrqMask};
+use super::aux_block::AuxSampling;
 use super::data::{ReadGroupEntry, Regs, SampleData};
 use super::layout::SampleLayout;
 use crate::abi::{
     PerfEventAttr, PerfEventHeader, branch_sample_type as br, read_format as rf, record_type,
     sample_type as st,
 };
+use crate::platform::IrqMask;
 use crate::ring::{NestHook, OutputHandle, OutputSink};
 
 /// Zeros for padding, copied in pieces.
