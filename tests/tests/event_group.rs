@@ -14,6 +14,7 @@ use perfaux::pmu::{EventInfo, Platform, Pmu, ef};
 use perfaux::ring::{OutputSink, Ring, RingConfig, read_header};
 use perfaux::sample::{IrqMask, SampleData, SnapshotAux};
 use perfaux::{Error, PmuCaps};
+use perfaux_tests::group::{open, try_open};
 use perfaux_tests::mem::{AuxMemory, RingMemory};
 use perfaux_tests::pmu::TestPmu;
 
@@ -205,25 +206,9 @@ fn aux_sampling_through_a_group() {
     };
     let p = platform();
 
-    let leader = Event::open(EventConfig {
-        attr: pt_attr(),
-        pmu: &pt,
-        id: 1,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
+    let leader = open(pt_attr(), &pt, 1, None);
     leader.set_buffer(&buffer);
-    let sampler = Event::open(EventConfig {
-        attr: sampler_attr(4096),
-        pmu: &sw,
-        id: 2,
-        cpu: 0,
-        leader: Some(&leader),
-        parent: None,
-    })
-    .unwrap();
+    let sampler = open(sampler_attr(4096), &sw, 2, Some(&leader));
     sampler.join_group();
     assert!(
         std::ptr::eq(sampler.aux_event().unwrap(), &leader),
@@ -279,25 +264,9 @@ fn leader_inactive_elsewhere_or_closed() {
         aux: Some(&area),
     };
     let p = platform();
-    let leader = Event::open(EventConfig {
-        attr: pt_attr(),
-        pmu: &pt,
-        id: 1,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
+    let leader = open(pt_attr(), &pt, 1, None);
     leader.set_buffer(&buffer);
-    let sampler = Event::open(EventConfig {
-        attr: sampler_attr(512),
-        pmu: &sw,
-        id: 2,
-        cpu: 0,
-        leader: Some(&leader),
-        parent: None,
-    })
-    .unwrap();
+    let sampler = open(sampler_attr(512), &sw, 2, Some(&leader));
     sampler.join_group();
     sampler.set_output(&leader).unwrap();
 
@@ -353,14 +322,7 @@ fn aux_sample_size_needs_the_leader_at_open() {
         parent: None,
     })
     .unwrap();
-    let under_sw = Event::open(EventConfig {
-        attr: sampler_attr(8),
-        pmu: &sw,
-        id: 2,
-        cpu: 0,
-        leader: Some(&plain),
-        parent: None,
-    });
+    let under_sw = try_open(sampler_attr(8), &sw, 2, Some(&plain));
     assert_eq!(under_sw.err(), Some(Rule::AuxLeaderWithoutSnapshot));
 }
 
@@ -384,39 +346,15 @@ fn set_output_rules() {
         ring: &ring,
         aux: Some(&area),
     };
-    let a = Event::open(EventConfig {
-        attr: pt_attr(),
-        pmu: &pt1,
-        id: 1,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
+    let a = open(pt_attr(), &pt1, 1, None);
     a.set_buffer(&buffer);
-    let b = Event::open(EventConfig {
-        attr: pt_attr(),
-        pmu: &pt2,
-        id: 2,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
+    let b = open(pt_attr(), &pt2, 2, None);
     assert_eq!(
         b.set_output(&a),
         Err(Error::Invalid),
         "two AUX events of different PMUs"
     );
-    let same_pmu = Event::open(EventConfig {
-        attr: pt_attr(),
-        pmu: &pt1,
-        id: 3,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
+    let same_pmu = open(pt_attr(), &pt1, 3, None);
     assert_eq!(same_pmu.set_output(&a), Ok(()));
     assert_eq!(a.set_output(&a), Err(Error::Invalid), "itself");
     let other_cpu = Event::open(EventConfig {
@@ -431,15 +369,7 @@ fn set_output_rules() {
     assert_eq!(other_cpu.set_output(&a), Err(Error::Invalid), "another CPU");
     let mut backward = sampler_attr(0);
     backward.flags |= attr_flags::WRITE_BACKWARD;
-    let bw = Event::open(EventConfig {
-        attr: backward,
-        pmu: &sw,
-        id: 5,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
+    let bw = open(backward, &sw, 5, None);
     assert_eq!(
         bw.set_output(&a),
         Err(Error::Invalid),
@@ -448,15 +378,7 @@ fn set_output_rules() {
     let mut clocked = sampler_attr(0);
     clocked.flags |= attr_flags::USE_CLOCKID;
     clocked.clockid = 1;
-    let ck = Event::open(EventConfig {
-        attr: clocked,
-        pmu: &sw,
-        id: 6,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
+    let ck = open(clocked, &sw, 6, None);
     assert_eq!(ck.set_output(&a), Err(Error::Invalid), "another clock");
     let no_buffer = Event::<()>::open(EventConfig {
         attr: sampler_attr(0),
@@ -467,15 +389,7 @@ fn set_output_rules() {
         parent: None,
     })
     .unwrap();
-    let c = Event::open(EventConfig {
-        attr: sampler_attr(0),
-        pmu: &sw,
-        id: 8,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
+    let c = open(sampler_attr(0), &sw, 8, None);
     assert_eq!(
         c.set_output(&no_buffer),
         Err(Error::Invalid),
@@ -507,25 +421,9 @@ fn inherited_children_write_through_their_parents() {
     let mut inherit_sampler = sampler_attr(1024);
     inherit_sampler.flags |= attr_flags::INHERIT;
     inherit_sampler.sample_type |= st::STREAM_ID;
-    let parent_leader = Event::open(EventConfig {
-        attr: inherit_pt,
-        pmu: &pt,
-        id: 1,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
+    let parent_leader = open(inherit_pt, &pt, 1, None);
     parent_leader.set_buffer(&buffer);
-    let parent_sampler = Event::open(EventConfig {
-        attr: inherit_sampler,
-        pmu: &sw,
-        id: 2,
-        cpu: 0,
-        leader: Some(&parent_leader),
-        parent: None,
-    })
-    .unwrap();
+    let parent_sampler = open(inherit_sampler, &sw, 2, Some(&parent_leader));
     parent_sampler.join_group();
     parent_sampler.set_output(&parent_leader).unwrap();
     // The child group, linked to the child leader, owning no buffer.
@@ -586,34 +484,10 @@ fn two_samplers_in_one_nmi_take_two_snapshots() {
         aux: Some(&area),
     };
     let p = platform();
-    let leader = Event::open(EventConfig {
-        attr: pt_attr(),
-        pmu: &pt,
-        id: 1,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
+    let leader = open(pt_attr(), &pt, 1, None);
     leader.set_buffer(&buffer);
-    let s1 = Event::open(EventConfig {
-        attr: sampler_attr(256),
-        pmu: &sw,
-        id: 2,
-        cpu: 0,
-        leader: Some(&leader),
-        parent: None,
-    })
-    .unwrap();
-    let s2 = Event::open(EventConfig {
-        attr: sampler_attr(2048),
-        pmu: &sw,
-        id: 3,
-        cpu: 0,
-        leader: Some(&leader),
-        parent: None,
-    })
-    .unwrap();
+    let s1 = open(sampler_attr(256), &sw, 2, Some(&leader));
+    let s2 = open(sampler_attr(2048), &sw, 3, Some(&leader));
     s1.join_group();
     s2.join_group();
     s1.set_output(&leader).unwrap();
@@ -652,39 +526,15 @@ fn aux_pause_and_resume_around_the_sample() {
         aux: Some(&area),
     };
     let p = platform();
-    let leader = Event::open(EventConfig {
-        attr: pt_attr(),
-        pmu: &pt,
-        id: 1,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
+    let leader = open(pt_attr(), &pt, 1, None);
     leader.set_buffer(&buffer);
     let mut pausing = sampler_attr(64);
     pausing.aux_action = aux_action::PAUSE;
     let mut resuming = sampler_attr(0);
     resuming.sample_type = st::TID;
     resuming.aux_action = aux_action::RESUME;
-    let pauser = Event::open(EventConfig {
-        attr: pausing,
-        pmu: &sw,
-        id: 2,
-        cpu: 0,
-        leader: Some(&leader),
-        parent: None,
-    })
-    .unwrap();
-    let resumer = Event::open(EventConfig {
-        attr: resuming,
-        pmu: &sw,
-        id: 3,
-        cpu: 0,
-        leader: Some(&leader),
-        parent: None,
-    })
-    .unwrap();
+    let pauser = open(pausing, &sw, 2, Some(&leader));
+    let resumer = open(resuming, &sw, 3, Some(&leader));
     pauser.join_group();
     resumer.join_group();
     pauser.set_output(&leader).unwrap();
@@ -750,25 +600,9 @@ fn a_refused_sample_counts_lost_and_spares_the_pmu() {
         aux: Some(&area),
     };
     let p = platform();
-    let leader = Event::open(EventConfig {
-        attr: pt_attr(),
-        pmu: &pt,
-        id: 1,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
+    let leader = open(pt_attr(), &pt, 1, None);
     leader.set_buffer(&buffer);
-    let sampler = Event::open(EventConfig {
-        attr: sampler_attr(3000),
-        pmu: &sw,
-        id: 2,
-        cpu: 0,
-        leader: Some(&leader),
-        parent: None,
-    })
-    .unwrap();
+    let sampler = open(sampler_attr(3000), &sw, 2, Some(&leader));
     sampler.join_group();
     sampler.set_output(&leader).unwrap();
     leader.sched_in(&p).unwrap();
@@ -813,45 +647,15 @@ fn group_membership() {
         aux: Some(&area),
     };
     let p = platform();
-    let leader = Event::open(EventConfig {
-        attr: pt_attr(),
-        pmu: &pt,
-        id: 1,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
+    let leader = open(pt_attr(), &pt, 1, None);
     leader.set_buffer(&buffer);
-    let sibling = Event::open(EventConfig {
-        attr: sampler_attr(0),
-        pmu: &sw,
-        id: 2,
-        cpu: 0,
-        leader: Some(&leader),
-        parent: None,
-    })
-    .unwrap();
+    let sibling = open(sampler_attr(0), &sw, 2, Some(&leader));
     sibling.join_group();
     // Group_fd names a sibling.
-    let r = Event::open(EventConfig {
-        attr: sampler_attr(0),
-        pmu: &sw,
-        id: 3,
-        cpu: 0,
-        leader: Some(&sibling),
-        parent: None,
-    });
+    let r = try_open(sampler_attr(0), &sw, 3, Some(&sibling));
     assert_eq!(r.err(), Some(Rule::LeaderNotGroupLeader));
     // ... and that comes before the AUX leader link's own refusal.
-    let r = Event::open(EventConfig {
-        attr: sampler_attr(64),
-        pmu: &sw,
-        id: 3,
-        cpu: 0,
-        leader: Some(&sibling),
-        parent: None,
-    });
+    let r = try_open(sampler_attr(64), &sw, 3, Some(&sibling));
     assert_eq!(r.err(), Some(Rule::LeaderNotGroupLeader));
     // Another CPU; the clock is checked first.
     let r = Event::open(EventConfig {
@@ -879,15 +683,7 @@ fn group_membership() {
     // samples carry no AUX field.
     let mut no_aux_bit = sampler_attr(4096);
     no_aux_bit.sample_type = st::TID | st::TIME;
-    let s = Event::open(EventConfig {
-        attr: no_aux_bit,
-        pmu: &sw,
-        id: 5,
-        cpu: 0,
-        leader: Some(&leader),
-        parent: None,
-    })
-    .unwrap();
+    let s = open(no_aux_bit, &sw, 5, Some(&leader));
     s.join_group();
     s.set_output(&leader).unwrap();
     assert!(s.aux_event().is_some());
@@ -1072,27 +868,9 @@ fn a_closed_sibling_leaves_the_group() {
         aux: Some(&area),
     };
     let p = platform();
-    let leader = Event::open(EventConfig {
-        attr: pt_attr(),
-        pmu: &pt,
-        id: 1,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
+    let leader = open(pt_attr(), &pt, 1, None);
     leader.set_buffer(&buffer);
-    let open = |id| {
-        Event::open(EventConfig {
-            attr: sampler_attr(0),
-            pmu: &counter,
-            id,
-            cpu: 0,
-            leader: Some(&leader),
-            parent: None,
-        })
-        .unwrap()
-    };
+    let open = |id| open(sampler_attr(0), &counter, id, Some(&leader));
     let (a, b, c) = (open(2), open(3), open(4));
     for e in [&a, &b, &c] {
         e.join_group();
@@ -1153,22 +931,11 @@ fn a_refused_sibling_takes_the_whole_group_off() {
         calls: RefCell::new(Vec::new()),
     };
     let p = platform();
-    fn open<'g>(pmu: &'g Picky, id: u64, leader: Option<&'g Event<'g, ()>>) -> Event<'g, ()> {
-        Event::open(EventConfig {
-            attr: sampler_attr(0),
-            pmu,
-            id,
-            cpu: 0,
-            leader,
-            parent: None,
-        })
-        .unwrap()
-    }
-    let leader = open(&pmu, 1, None);
+    let leader: Event<'_> = open(sampler_attr(0), &pmu, 1, None);
     let (a, b, c) = (
-        open(&pmu, 2, Some(&leader)),
-        open(&pmu, 3, Some(&leader)),
-        open(&pmu, 4, Some(&leader)),
+        open(sampler_attr(0), &pmu, 2, Some(&leader)),
+        open(sampler_attr(0), &pmu, 3, Some(&leader)),
+        open(sampler_attr(0), &pmu, 4, Some(&leader)),
     );
     for e in [&a, &b, &c] {
         e.join_group();

@@ -8,10 +8,11 @@
 use std::cell::Cell;
 
 use perfaux::abi::{PerfEventAttr, record_type, sample_type as st};
-use perfaux::event::{Buffer, Event, EventConfig};
+use perfaux::event::Buffer;
 use perfaux::pt::stream::TraceEvent;
 use perfaux::ring::{FixedEvent, read_header};
 use perfaux::sample::SampleData;
+use perfaux_tests::group::open;
 use perfaux_tests::mem::{AuxMemory, RingMemory};
 use perfaux_tests::shims::{CountingPmu, Cpu0, decodes, interrupt, with_interrupt, with_pt};
 
@@ -29,29 +30,13 @@ fn run(events: &[TraceEvent], k: usize) -> usize {
         };
         let mut leader_attr = PerfEventAttr::new(136);
         leader_attr.type_ = 8;
-        let leader = Event::open(EventConfig {
-            attr: leader_attr,
-            pmu: pt,
-            id: 1,
-            cpu: 0,
-            leader: None,
-            parent: None,
-        })
-        .unwrap();
+        let leader = open(leader_attr, pt, 1, None);
         leader.set_buffer(&buffer);
         let mut attr = PerfEventAttr::new(136);
         attr.sample_period = 1;
         attr.sample_type = st::TIME | st::AUX;
         attr.aux_sample_size = 2048;
-        let sampler = Event::open(EventConfig {
-            attr,
-            pmu: &counter,
-            id: 2,
-            cpu: 0,
-            leader: Some(&leader),
-            parent: None,
-        })
-        .unwrap();
+        let sampler = open(attr, &counter, 2, Some(&leader));
         sampler.join_group();
         sampler.set_output(&leader).unwrap();
         let p = Cpu0;

@@ -11,7 +11,7 @@
 use std::cell::Cell;
 
 use perfaux::abi::{PerfEventAttr, aux_action, aux_flags, record_type, sample_type as st};
-use perfaux::event::{Buffer, Event, EventConfig};
+use perfaux::event::Buffer;
 use perfaux::pmu::{EventInfo, Pmu};
 use perfaux::pt::pmu::AreaPtPmu;
 use perfaux::pt::stream::TraceEvent;
@@ -19,6 +19,7 @@ use perfaux::pt::tracer::{STATUS_ERROR, STATUS_STOPPED, SoftTracer, TraceHw};
 use perfaux::ring::{FixedEvent, OutputSink, read_header};
 use perfaux::sample::SampleData;
 use perfaux::{PmuCaps, Result};
+use perfaux_tests::group::open;
 use perfaux_tests::mem::{AuxMemory, RingMemory};
 use perfaux_tests::shims::{CountingPmu, Cpu0, interrupt, with_interrupt, with_pt};
 
@@ -119,15 +120,7 @@ fn run(nested: Nested, k: usize) -> usize {
         };
         let mut leader_attr = PerfEventAttr::new(136);
         leader_attr.type_ = 8;
-        let leader = Event::open(EventConfig {
-            attr: leader_attr,
-            pmu: &pmu,
-            id: 1,
-            cpu: 0,
-            leader: None,
-            parent: None,
-        })
-        .unwrap();
+        let leader = open(leader_attr, &pmu, 1, None);
         leader.set_buffer(&buffer);
         let sampler_attr = |size: u32, action: u32| {
             let mut a = PerfEventAttr::new(136);
@@ -137,17 +130,7 @@ fn run(nested: Nested, k: usize) -> usize {
             a.aux_action = action;
             a
         };
-        let open = |id: u64, attr: PerfEventAttr| {
-            Event::open(EventConfig {
-                attr,
-                pmu: &counter,
-                id,
-                cpu: 0,
-                leader: Some(&leader),
-                parent: None,
-            })
-            .unwrap()
-        };
+        let open = |id: u64, attr: PerfEventAttr| open(attr, &counter, id, Some(&leader));
         let outer = open(2, sampler_attr(OUTER as u32, 0));
         let inner = open(3, sampler_attr(1024, 0));
         let pauser = open(4, sampler_attr(0, aux_action::PAUSE));
@@ -279,15 +262,7 @@ fn a_pausing_sample_carries_the_trace_and_leaves_it_paused() {
         let mut leader_attr = PerfEventAttr::new(136);
         leader_attr.type_ = 8;
         leader_attr.aux_action = aux_action::START_PAUSED;
-        let leader = Event::open(EventConfig {
-            attr: leader_attr,
-            pmu: pt,
-            id: 1,
-            cpu: 0,
-            leader: None,
-            parent: None,
-        })
-        .unwrap();
+        let leader = open(leader_attr, pt, 1, None);
         leader.set_buffer(&buffer);
         let open = |id: u64, action: u32, aux: u32| {
             let mut a = PerfEventAttr::new(136);
@@ -295,15 +270,7 @@ fn a_pausing_sample_carries_the_trace_and_leaves_it_paused() {
             a.sample_type = st::TIME | st::AUX;
             a.aux_sample_size = aux;
             a.aux_action = action;
-            Event::open(EventConfig {
-                attr: a,
-                pmu: &counter,
-                id,
-                cpu: 0,
-                leader: Some(&leader),
-                parent: None,
-            })
-            .unwrap()
+            open(a, &counter, id, Some(&leader))
         };
         let pauser = open(2, aux_action::PAUSE, 2048);
         let resumer = open(3, aux_action::RESUME, 0);

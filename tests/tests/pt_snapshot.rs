@@ -8,12 +8,13 @@
 //! decodes; stopping the leader publishes the position with a PERF_RECORD_AUX.
 
 use perfaux::abi::{PerfEventAttr, aux_flags, record_type, sample_type as st};
-use perfaux::event::{Buffer, Event, EventConfig};
+use perfaux::event::Buffer;
 use perfaux::pmu::{EventInfo, Pmu};
 use perfaux::pt::packet::PSB;
 use perfaux::pt::stream::TraceEvent;
 use perfaux::ring::{FixedEvent, read_header};
 use perfaux::sample::SampleData;
+use perfaux_tests::group::{open, try_open};
 use perfaux_tests::mem::{AuxMemory, RingMemory};
 use perfaux_tests::shims::{CountingPmu, Cpu0, decodes, with_pt};
 use proptest::prelude::*;
@@ -58,15 +59,7 @@ fn run(aux_pages: usize, aux_order: u32, steps: &[Step]) -> std::result::Result<
             };
             let mut leader_attr = PerfEventAttr::new(136);
             leader_attr.type_ = 8;
-            let leader = Event::open(EventConfig {
-                attr: leader_attr,
-                pmu: pt,
-                id: 1,
-                cpu: 0,
-                leader: None,
-                parent: None,
-            })
-            .unwrap();
+            let leader = open(leader_attr, pt, 1, None);
             leader.set_buffer(&buffer);
             let mut attr = PerfEventAttr::new(136);
             attr.sample_period = 1000;
@@ -75,17 +68,7 @@ fn run(aux_pages: usize, aux_order: u32, steps: &[Step]) -> std::result::Result<
             let mut samplers = Vec::new();
             for size in [64u32, 4096, 5000, 16384, 70_000, 1 << 20] {
                 attr.aux_sample_size = size;
-                samplers.push(
-                    Event::open(EventConfig {
-                        attr,
-                        pmu: &counter,
-                        id: u64::from(size),
-                        cpu: 0,
-                        leader: Some(&leader),
-                        parent: None,
-                    })
-                    .unwrap(),
-                );
+                samplers.push(open(attr, &counter, u64::from(size), Some(&leader)));
             }
             for s in &samplers {
                 s.join_group();
@@ -234,14 +217,7 @@ fn the_pt_config_is_checked_at_open_and_programmed_at_start() {
             let mut attr = PerfEventAttr::new(136);
             attr.type_ = 8;
             attr.config = config;
-            Event::open(EventConfig {
-                attr,
-                pmu: p.pmu,
-                id: 1,
-                cpu: 0,
-                leader: None,
-                parent: None,
-            })
+            try_open(attr, p.pmu, 1, None)
         };
         for bad in [
             bits::MTC,
