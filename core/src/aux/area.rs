@@ -42,6 +42,53 @@ impl core::fmt::Debug for AuxConfig<'_> {
 /// - `refcount`, `mapped`: the mapping (any CPU) and transactions;
 /// - `disable_requested`: set by transactions, taken by the event layer;
 /// - user page `aux_head`: written at `end`; `aux_tail`: the consumer.
+///
+/// A writable (full-trace) area: a tracer's transaction hands out the free
+/// space, the tracer writes it, `end` publishes it (and writes the
+/// `PERF_RECORD_AUX` into the ring), and the consumer reads it back and
+/// gives the space back.
+///
+/// ```
+/// use perfaux::abi::PerfEventMmapPage;
+/// use perfaux::aux::{AuxArea, AuxConfig, AuxConsumer};
+/// use perfaux::ring::{FixedEvent, Ring, RingConfig};
+///
+/// #[repr(C, align(4096))]
+/// struct Page([u8; 4096]);
+///
+/// # fn main() -> perfaux::Result<()> {
+/// let mut user = Box::new(Page([0; 4096]));
+/// let mut data: Vec<Page> = (0..2).map(|_| Page([0; 4096])).collect();
+/// let mut aux: Vec<Page> = (0..2).map(|_| Page([0; 4096])).collect();
+/// let user_page = user.0.as_mut_ptr().cast::<PerfEventMmapPage>();
+/// let data_pages: Vec<*mut u8> = data.iter_mut().map(|p| p.0.as_mut_ptr()).collect();
+/// let aux_pages: Vec<*mut u8> = aux.iter_mut().map(|p| p.0.as_mut_ptr()).collect();
+/// // SAFETY: live, aligned, disjoint pages, used only through these objects.
+/// let ring = unsafe { Ring::new(user_page, &data_pages, 0, RingConfig::default())? };
+/// // SAFETY: as above; `user_page` is the ring's.
+/// let area = unsafe { AuxArea::new(user_page, &aux_pages, AuxConfig::default(), ())? };
+///
+/// // The tracer's side: a transaction, 100 bytes of trace, the end.
+/// let handle = area.begin()?;
+/// assert_eq!(handle.space(), 8191); // CIRC_SPACE: the size - 1
+/// for i in 0..100 {
+///     // SAFETY: [head, head + space) is the tracer's while the handle lives.
+///     unsafe { *aux_pages[0].add(i) = i as u8 };
+/// }
+/// handle.end(100, &ring, &mut FixedEvent::default());
+///
+/// // The consumer's side (perf record): read what is published, give it back.
+/// // SAFETY: the area's memory, writable mode, the only consumer.
+/// let mut consumer = unsafe { AuxConsumer::new(user_page, &aux_pages)? };
+/// assert_eq!(consumer.refresh(), 100);
+/// let mut trace = [0u8; 100];
+/// assert_eq!(consumer.read_to_slice(&mut trace), 100);
+/// assert!(trace.iter().enumerate().all(|(i, &b)| b == i as u8));
+/// consumer.commit();
+/// assert_eq!(area.begin()?.space(), 8191, "all of it free again");
+/// # Ok(())
+/// # }
+/// ```
 pub struct AuxArea<'a, P = ()> {
     pub(super) user_page: *mut PerfEventMmapPage,
     /// One pointer per 4 KiB page, in buffer order (Linux `aux_pages[]`).

@@ -33,6 +33,11 @@ use crate::warn_on_once;
 /// interrupts masked) and the PMI on this CPU both touch them, with the
 /// `WRITE_ONCE` + `barrier()` discipline of `pt.c`.
 ///
+/// The crate's front page sets one up over an AUX area and takes a
+/// snapshot ([Quick start](crate#quick-start)), and runs it as the leader
+/// of a sampling group ([An AUX sample, end to end](crate#an-aux-sample-end-to-end));
+/// `tests/tests/pt_lifetime.rs` drives it through a kernel-style AUX output.
+///
 /// # Invariants
 /// `buffer` is non-null exactly between a successful `output.begin()` and
 /// the matching `output.end()`, and then points to the buffer that `begin`
