@@ -321,7 +321,8 @@ pub unsafe fn shared_u64<'a>(p: *mut u64) -> &'a AtomicU64 {
 pub unsafe fn copy_to(dst: *mut u8, src: &[u8]) {
     #[cfg(loom)]
     return loom_memory::copy_to(dst, src);
-    // SAFETY: forwarded contract.
+    // SAFETY: `dst` is valid for `src.len()` bytes of writes and does not
+    // overlap `src` (this function's contract), which is all the copy needs.
     #[cfg(not(loom))]
     unsafe {
         copy_to_memory(dst, src)

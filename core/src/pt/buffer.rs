@@ -173,11 +173,11 @@ mod tests {
         let three = unsafe { PtBuffer::new(&mut tables, &pages, false, &IdentityMap) };
         assert_eq!(three.err(), Some(Error::Invalid));
         let mut tables = [TopaTable::new()];
-        // SAFETY: as above.
+        // SAFETY: no pages: refused before any is touched.
         let empty = unsafe { PtBuffer::new(&mut tables, &[], true, &IdentityMap) };
         assert_eq!(empty.err(), Some(Error::Invalid));
         let mut tables = [TopaTable::new()];
-        // SAFETY: as above.
+        // SAFETY: the pages live for the test and nothing traces into them.
         let one = unsafe { PtBuffer::new(&mut tables, &pages[..1], true, &IdentityMap) }.unwrap();
         assert!(one.is_single_range() && one.is_overwrite() && !one.is_held());
         assert_eq!(one.size(), 4096);

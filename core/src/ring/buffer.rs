@@ -115,7 +115,8 @@ impl<'a> Ring<'a, NoHook> {
         order: u32,
         config: RingConfig<'a>,
     ) -> Result<Self> {
-        // SAFETY: forwarded contract.
+        // SAFETY: `with_hook`'s contract is this function's (its `# Safety`
+        // says so), which the caller upholds.
         unsafe { Ring::with_hook(user_page, chunks, order, config, NoHook) }
     }
 }
@@ -133,7 +134,9 @@ impl<'a, H: NestHook> Ring<'a, H> {
         hook: H,
     ) -> Result<Self> {
         check_user_page(user_page)?;
-        // SAFETY: forwarded contract.
+        // SAFETY: each chunk is valid for `PAGE_SIZE << order` bytes for 'a,
+        // disjoint, and touched only by this ring and its consumers (this
+        // constructor's contract, which `DataPages::new` needs).
         let pages = unsafe { DataPages::new(chunks, order)? };
         let data_size = pages.data_size();
         let mut watermark = config.watermark.min(data_size);
@@ -249,7 +252,8 @@ impl<'a, H: NestHook> Ring<'a, H> {
         // re-check after an Acquire fence).
         lock.store(seq.wrapping_add(1), Ordering::Relaxed);
         crate::sync::fence(Ordering::Release);
-        // SAFETY: as above.
+        // SAFETY: these fields are within the user page too, valid and
+        // aligned for 'a (Ring::new's contract) and only accessed atomically.
         unsafe {
             crate::sync::shared_u32(addr_of_mut!((*page).index)).store(v.index, Ordering::Relaxed);
             shared_u64(addr_of_mut!((*page).offset).cast())

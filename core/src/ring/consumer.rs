@@ -72,7 +72,9 @@ impl<'a> Consumer<'a> {
         order: u32,
     ) -> Result<Self> {
         check_user_page(user_page)?;
-        // SAFETY: forwarded contract.
+        // SAFETY: `DataPages::new` needs each chunk valid for `PAGE_SIZE <<
+        // order` bytes for 'a and touched only by the ring and its
+        // consumers: this constructor's own contract says so.
         let pages = unsafe { DataPages::new(chunks, order)? };
         let mut c = Consumer {
             pages,
@@ -172,7 +174,10 @@ impl<'a> Consumer<'a> {
             let Some(out) = scratch.get_mut(..size) else {
                 return Some(Err(Error::NoMemory));
             };
-            // SAFETY: as above, for the record's bytes across chunks.
+            // SAFETY: the record's bytes, across chunks, lie in [pos, head):
+            // published and not consumed, so the writer leaves them alone in
+            // writable mode (the constructor's contract); `available`, at
+            // most the data size, says chunks hold them.
             unsafe { self.pages.read(self.pos, out) };
             &*out
         };
@@ -220,7 +225,9 @@ impl<'a> BackwardReader<'a> {
         order: u32,
     ) -> Result<Self> {
         check_user_page(user_page)?;
-        // SAFETY: forwarded contract.
+        // SAFETY: `DataPages::new` needs each chunk valid for `PAGE_SIZE <<
+        // order` bytes for 'a: they are a live ring's, valid for 'a, with no
+        // writer active (this constructor's contract).
         let pages = unsafe { DataPages::new(chunks, order)? };
         // SAFETY: within the user page, valid, aligned, atomic-only (contract).
         let head_word = unsafe { shared_u64(addr_of_mut!((*user_page).data_head)) };
@@ -273,7 +280,9 @@ impl<'a> BackwardReader<'a> {
         let Some(dst) = out.get_mut(..size) else {
             return Some(Err(Error::NoMemory));
         };
-        // SAFETY: as above.
+        // SAFETY: the record lies within the data size read from the
+        // newest end, and the ring is paused with no writer active (the
+        // constructor's contract), so nothing writes the bytes read.
         unsafe { self.pages.read(self.pos, dst) };
         self.pos = self.pos.wrapping_add(size as u64);
         Some(Ok(size))
