@@ -100,7 +100,8 @@ pub unsafe extern "C" fn perfaux_aux_area_init(
     if !usable(area) || !usable(user_page.cast::<PerfEventMmapPage>()) {
         return Error::Invalid.errno();
     }
-    // SAFETY: the caller's contract.
+    // SAFETY: `area` is NULL or `struct perfaux_aux_area` storage (this function's `# Safety`),
+    // which is what `area_ref` needs.
     if unsafe { area_ref(area) }.is_some() {
         return Error::Busy.errno();
     }
@@ -157,7 +158,8 @@ pub unsafe extern "C" fn perfaux_aux_area_init(
 /// `area` must be NULL or point to `struct perfaux_aux_area` storage.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_aux_area_fini(area: *mut perfaux_aux_area) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `area` is NULL or `struct perfaux_aux_area` storage (this function's `# Safety`),
+    // which is what `area_ref` needs.
     if unsafe { area_ref(area) }.is_none() {
         return Error::Invalid.errno();
     }
@@ -239,7 +241,8 @@ pub unsafe extern "C" fn perfaux_aux_begin(
     if !usable(handle) {
         return Error::Invalid.errno();
     }
-    // SAFETY: the caller's contract.
+    // SAFETY: `handle` is NULL or `struct perfaux_aux_handle` storage (this function's `#
+    // Safety`), which is what `aux_handle_mut` needs.
     if unsafe { aux_handle_mut(handle) }.is_some() {
         return Error::Busy.errno();
     }
@@ -271,7 +274,8 @@ pub unsafe extern "C" fn perfaux_aux_get_state(
     handle: *mut perfaux_aux_handle,
     state: *mut perfaux_aux_state,
 ) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `handle` is NULL or `struct perfaux_aux_handle` storage (this function's `#
+    // Safety`), which is what `aux_handle_mut` needs.
     let Some(h) = (unsafe { aux_handle_mut(handle) }) else {
         return Error::Invalid.errno();
     };
@@ -296,7 +300,8 @@ pub unsafe extern "C" fn perfaux_aux_get_state(
 /// `handle` NULL or AUX handle storage.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_aux_flag(handle: *mut perfaux_aux_handle, flags: u64) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `handle` is NULL or `struct perfaux_aux_handle` storage (this function's `#
+    // Safety`), which is what `aux_handle_mut` needs.
     let Some(h) = (unsafe { aux_handle_mut(handle) }) else {
         return Error::Invalid.errno();
     };
@@ -312,7 +317,8 @@ pub unsafe extern "C" fn perfaux_aux_flag(handle: *mut perfaux_aux_handle, flags
 /// `handle` NULL or AUX handle storage.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_aux_skip(handle: *mut perfaux_aux_handle, size: u64) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `handle` is NULL or `struct perfaux_aux_handle` storage (this function's `#
+    // Safety`), which is what `aux_handle_mut` needs.
     let Some(h) = (unsafe { aux_handle_mut(handle) }) else {
         return Error::Invalid.errno();
     };
@@ -330,7 +336,8 @@ pub unsafe extern "C" fn perfaux_aux_skip(handle: *mut perfaux_aux_handle, size:
 /// `handle` NULL or AUX handle storage.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_aux_set_head(handle: *mut perfaux_aux_handle, head: u64) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `handle` is NULL or `struct perfaux_aux_handle` storage (this function's `#
+    // Safety`), which is what `aux_handle_mut` needs.
     let Some(h) = (unsafe { aux_handle_mut(handle) }) else {
         return Error::Invalid.errno();
     };
@@ -353,7 +360,8 @@ pub unsafe extern "C" fn perfaux_aux_copy(
     from: u64,
     to: u64,
 ) -> i64 {
-    // SAFETY: the caller's contract.
+    // SAFETY: `handle` is NULL or `struct perfaux_aux_handle` storage (this function's `#
+    // Safety`), which is what `aux_handle_mut` needs.
     let Some(h) = (unsafe { aux_handle_mut(handle) }) else {
         return i64::from(Error::Invalid.errno());
     };
@@ -384,11 +392,13 @@ pub unsafe extern "C" fn perfaux_aux_end(
     ring: *const perfaux_ring,
     event: *const perfaux_output_event,
 ) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `handle` is NULL or `struct perfaux_aux_handle` storage (this function's `#
+    // Safety`), which is what `aux_handle_mut` needs.
     if unsafe { aux_handle_mut(handle) }.is_none() {
         return Error::Invalid.errno();
     }
-    // SAFETY: the caller's contract.
+    // SAFETY: `ring` is NULL or `struct perfaux_ring` storage (this function's `# Safety`),
+    // which is what `ring_ref` needs.
     let Some(ring) = (unsafe { ring_ref(ring) }) else {
         return Error::Invalid.errno();
     };

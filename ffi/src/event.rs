@@ -291,7 +291,8 @@ unsafe fn open(
     if !usable(ev) || cpu < -1 {
         return Error::Invalid.errno();
     }
-    // SAFETY: the caller's contract.
+    // SAFETY: `ev` is NULL or `struct perfaux_event` storage (this function's `# Safety`),
+    // which is what `event_box` needs.
     if unsafe { event_box(ev) }.is_some() {
         return Error::Busy.errno();
     }
@@ -299,7 +300,8 @@ unsafe fn open(
     let Some(attr) = (unsafe { read_attr(attr) }) else {
         return Error::Invalid.errno();
     };
-    // SAFETY: the caller's contract.
+    // SAFETY: `leader` is NULL or `struct perfaux_event` storage (this function's `# Safety`),
+    // which is what `optional_event` needs.
     let (Ok(leader), Ok(parent)) = (unsafe { optional_event(leader) }, unsafe {
         optional_event(parent)
     }) else {
@@ -383,18 +385,21 @@ pub unsafe extern "C" fn perfaux_event_set_buffer(
     ring: *const perfaux_ring,
     area: *const perfaux_aux_area,
 ) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `ev` is NULL or `struct perfaux_event` storage (this function's `# Safety`),
+    // which is what `event_box` needs.
     if unsafe { event_box(ev) }.is_none() {
         return Error::Invalid.errno();
     }
-    // SAFETY: the caller's contract.
+    // SAFETY: `ring` is NULL or `struct perfaux_ring` storage (this function's `# Safety`),
+    // which is what `ring_ref` needs.
     let Some(ring) = (unsafe { ring_ref(ring) }) else {
         return Error::Invalid.errno();
     };
     let aux = if area.is_null() {
         None
     } else {
-        // SAFETY: the caller's contract.
+        // SAFETY: `area` is NULL or `struct perfaux_aux_area` storage (this function's `#
+        // Safety`), which is what `area_ref` needs.
         match unsafe { area_ref(area) } {
             Some(a) => Some(a),
             None => return Error::Invalid.errno(),
@@ -423,7 +428,8 @@ pub unsafe extern "C" fn perfaux_event_set_output(
     ev: *mut perfaux_event,
     target: *const perfaux_event,
 ) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `target` is NULL or `struct perfaux_event` storage (this function's `# Safety`),
+    // which is what `optional_event` needs.
     let Ok(Some(target)) = (unsafe { optional_event(target) }) else {
         return Error::Invalid.errno();
     };
@@ -447,7 +453,8 @@ pub unsafe extern "C" fn perfaux_event_sched_in(
     ev: *mut perfaux_event,
     platform: *const perfaux_platform,
 ) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `platform` is NULL or a readable `struct perfaux_platform` (this function's `#
+    // Safety`), which is what `read_platform` needs.
     let Some(p) = (unsafe { read_platform(platform) }) else {
         return Error::Invalid.errno();
     };
@@ -497,7 +504,8 @@ pub unsafe extern "C" fn perfaux_event_enable(ev: *mut perfaux_event) -> c_int {
 /// `ev` NULL or event storage.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_event_lost_samples(ev: *const perfaux_event) -> i64 {
-    // SAFETY: the caller's contract.
+    // SAFETY: `ev` is NULL or `struct perfaux_event` storage (this function's `# Safety`),
+    // which is what `event_box` needs.
     match unsafe { event_box(ev) } {
         Some(b) => b.event.lost_samples().min(i64::MAX as u64) as i64,
         None => i64::from(Error::Invalid.errno()),
@@ -522,11 +530,13 @@ pub unsafe extern "C" fn perfaux_event_overflow(
     platform: *const perfaux_platform,
     data: *const perfaux_sample_data,
 ) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `platform` is NULL or a readable `struct perfaux_platform` (this function's `#
+    // Safety`), which is what `read_platform` needs.
     let Some(p) = (unsafe { read_platform(platform) }) else {
         return Error::Invalid.errno();
     };
-    // SAFETY: the caller's contract.
+    // SAFETY: `data` is NULL or readable sample data whose pointers are readable for their
+    // lengths (this function's `# Safety`), which is what `sample_data` needs.
     let Ok(sample) = (unsafe { sample_data(data) }) else {
         return Error::Invalid.errno();
     };
@@ -597,7 +607,8 @@ pub(crate) unsafe fn sample_data<'a>(
 /// parent or output target, and no PMI of it may run.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_event_fini(ev: *mut perfaux_event) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `ev` is NULL or `struct perfaux_event` storage (this function's `# Safety`),
+    // which is what `event_box` needs.
     let Some(b) = (unsafe { event_box(ev) }) else {
         return Error::Invalid.errno();
     };

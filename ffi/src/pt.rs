@@ -334,7 +334,8 @@ unsafe fn build_buffer(
     if nr_tables > isize::MAX as usize / PAGE_SIZE {
         return Error::Invalid.errno();
     }
-    // SAFETY: the caller's contract.
+    // SAFETY: `buf` is NULL or `struct perfaux_pt_buffer` storage (this function's `# Safety`),
+    // which is what `buffer_ref` needs.
     if unsafe { buffer_ref(buf) }.is_some() {
         return Error::Busy.errno();
     }
@@ -435,7 +436,8 @@ pub unsafe extern "C" fn perfaux_pt_buffer_init_area(
     area: *const perfaux_aux_area,
     phys: *const perfaux_phys_map,
 ) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `area` is NULL or `struct perfaux_aux_area` storage (this function's `# Safety`),
+    // which is what `area_ref` needs.
     let Some(area) = (unsafe { area_ref(area) }) else {
         return Error::Invalid.errno();
     };
@@ -461,7 +463,8 @@ pub unsafe extern "C" fn perfaux_pt_buffer_init_area(
 /// `buf` NULL or buffer storage.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_pt_buffer_fini(buf: *mut perfaux_pt_buffer) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `buf` is NULL or `struct perfaux_pt_buffer` storage (this function's `# Safety`),
+    // which is what `buffer_ref` needs.
     let Some(b) = (unsafe { buffer_ref(buf) }) else {
         return Error::Invalid.errno();
     };
@@ -496,7 +499,8 @@ unsafe fn build_cpu(
     if !usable(cpu) || !(256..=1 << 20).contains(&psb_period) {
         return Error::Invalid.errno();
     }
-    // SAFETY: the caller's contract.
+    // SAFETY: `cpu` is NULL or `struct perfaux_pt_cpu` storage (this function's `# Safety`),
+    // which is what `cpu_ref` needs.
     if unsafe { cpu_ref(cpu) }.is_some() {
         return Error::Busy.errno();
     }
@@ -567,11 +571,14 @@ pub unsafe extern "C" fn perfaux_pt_cpu_init_area(
     phys: *const perfaux_phys_map,
     psb_period: u64,
 ) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `area` is NULL or `struct perfaux_aux_area` storage; `ring` is NULL or `struct
+    // perfaux_ring` storage (this function's `# Safety`), which is what `area_ref` and
+    // `ring_ref` needs.
     let (Some(area), Some(ring)) = (unsafe { area_ref(area) }, unsafe { ring_ref(ring) }) else {
         return Error::Invalid.errno();
     };
-    // SAFETY: the caller's contract.
+    // SAFETY: `buffer` is NULL or `struct perfaux_pt_buffer` storage (this function's `#
+    // Safety`), which is what `buffer_ref` needs.
     let Some(buffer) = (unsafe { buffer_ref(buffer) }).map(|b| &b.buffer) else {
         return Error::Invalid.errno();
     };
@@ -638,7 +645,8 @@ pub unsafe extern "C" fn perfaux_pt_cpu_init(
 /// `cpu` NULL or PT CPU storage.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_pt_cpu_fini(cpu: *mut perfaux_pt_cpu) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `cpu` is NULL or `struct perfaux_pt_cpu` storage (this function's `# Safety`),
+    // which is what `cpu_ref` needs.
     let Some(b) = (unsafe { cpu_ref(cpu) }) else {
         return Error::Invalid.errno();
     };
@@ -725,7 +733,8 @@ pub unsafe extern "C" fn perfaux_pt_add(
     attr_config: u64,
     aux_paused: u32,
 ) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `cpu` is NULL or `struct perfaux_pt_cpu` storage (this function's `# Safety`),
+    // which is what `cpu_ref` needs.
     let Some(b) = (unsafe { cpu_ref(cpu) }) else {
         return Error::Invalid.errno();
     };
@@ -745,7 +754,8 @@ pub unsafe extern "C" fn perfaux_pt_add(
 /// As `perfaux_pt_add`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_pt_del(cpu: *mut perfaux_pt_cpu, flags: u32) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `cpu` is NULL or `struct perfaux_pt_cpu` storage (this function's `# Safety`),
+    // which is what `cpu_ref` needs.
     let Some(b) = (unsafe { cpu_ref(cpu) }) else {
         return Error::Invalid.errno();
     };
@@ -768,7 +778,8 @@ pub unsafe extern "C" fn perfaux_pt_start(
     flags: u32,
     aux_paused: u32,
 ) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `cpu` is NULL or `struct perfaux_pt_cpu` storage (this function's `# Safety`),
+    // which is what `cpu_ref` needs.
     let Some(b) = (unsafe { cpu_ref(cpu) }) else {
         return Error::Invalid.errno();
     };
@@ -791,7 +802,8 @@ pub unsafe extern "C" fn perfaux_pt_stop(
     flags: u32,
     aux_paused: u32,
 ) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `cpu` is NULL or `struct perfaux_pt_cpu` storage (this function's `# Safety`),
+    // which is what `cpu_ref` needs.
     let Some(b) = (unsafe { cpu_ref(cpu) }) else {
         return Error::Invalid.errno();
     };
@@ -818,7 +830,8 @@ pub unsafe extern "C" fn perfaux_pt_snapshot_aux(
     sink: *const perfaux_sink,
     size: u64,
 ) -> i64 {
-    // SAFETY: the caller's contract.
+    // SAFETY: `cpu` is NULL or `struct perfaux_pt_cpu` storage (this function's `# Safety`),
+    // which is what `cpu_ref` needs.
     let Some(b) = (unsafe { cpu_ref(cpu) }) else {
         return i64::from(Error::Invalid.errno());
     };
@@ -837,7 +850,8 @@ pub unsafe extern "C" fn perfaux_pt_snapshot_aux(
 /// `cpu` NULL or PT CPU storage; called from the PMI on the PMU's CPU.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_pt_handle_pmi(cpu: *mut perfaux_pt_cpu) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `cpu` is NULL or `struct perfaux_pt_cpu` storage (this function's `# Safety`),
+    // which is what `cpu_ref` needs.
     let Some(b) = (unsafe { cpu_ref(cpu) }) else {
         return Error::Invalid.errno();
     };
@@ -857,7 +871,8 @@ pub unsafe extern "C" fn perfaux_pt_trace(
     cpu: *mut perfaux_pt_cpu,
     event: *const perfaux_trace_event,
 ) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `cpu` is NULL or `struct perfaux_pt_cpu` storage (this function's `# Safety`),
+    // which is what `cpu_ref` needs.
     let Some(b) = (unsafe { cpu_ref(cpu) }) else {
         return Error::Invalid.errno();
     };
@@ -939,7 +954,8 @@ fn trace_event(e: &perfaux_trace_event) -> Option<TraceEvent> {
 /// `cpu` NULL or PT CPU storage.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_pt_written(cpu: *const perfaux_pt_cpu) -> i64 {
-    // SAFETY: the caller's contract.
+    // SAFETY: `cpu` is NULL or `struct perfaux_pt_cpu` storage (this function's `# Safety`),
+    // which is what `cpu_ref` needs.
     match unsafe { cpu_ref(cpu) } {
         Some(b) => b.tracer.written().min(i64::MAX as u64) as i64,
         None => i64::from(Error::Invalid.errno()),

@@ -302,7 +302,8 @@ pub unsafe extern "C" fn perfaux_ring_init(
 /// `ring` must be NULL or point to `struct perfaux_ring` storage.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_ring_fini(ring: *mut perfaux_ring) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `ring` is NULL or `struct perfaux_ring` storage (this function's `# Safety`),
+    // which is what `ring_ref` needs.
     if unsafe { ring_ref(ring) }.is_none() {
         return Error::Invalid.errno();
     }
@@ -368,12 +369,14 @@ pub unsafe extern "C" fn perfaux_output_begin(
     if !usable(handle) {
         return Error::Invalid.errno();
     }
-    // SAFETY: the caller's contract.
+    // SAFETY: `handle` is NULL or `struct perfaux_output_handle` storage (this function's `#
+    // Safety`), which is what `handle_mut` needs.
     if unsafe { handle_mut(handle) }.is_some() {
         return Error::Busy.errno();
     }
     let h = handle.cast::<HandleBox>();
-    // SAFETY: the caller's contract.
+    // SAFETY: `ring` is NULL or `struct perfaux_ring` storage (this function's `# Safety`),
+    // which is what `ring_ref` needs.
     let Some(r) = (unsafe { ring_ref(ring) }) else {
         return Error::Invalid.errno();
     };
@@ -421,7 +424,8 @@ pub unsafe extern "C" fn perfaux_output_copy(
     bytes: *const c_void,
     len: usize,
 ) -> isize {
-    // SAFETY: the caller's contract.
+    // SAFETY: `handle` is NULL or `struct perfaux_output_handle` storage (this function's `#
+    // Safety`), which is what `handle_mut` needs.
     let Some(h) = (unsafe { handle_mut(handle) }) else {
         return Error::Invalid.errno() as isize;
     };
@@ -448,7 +452,8 @@ pub unsafe extern "C" fn perfaux_output_skip(
     handle: *mut perfaux_output_handle,
     len: usize,
 ) -> isize {
-    // SAFETY: the caller's contract.
+    // SAFETY: `handle` is NULL or `struct perfaux_output_handle` storage (this function's `#
+    // Safety`), which is what `handle_mut` needs.
     let Some(h) = (unsafe { handle_mut(handle) }) else {
         return Error::Invalid.errno() as isize;
     };
@@ -463,7 +468,8 @@ pub unsafe extern "C" fn perfaux_output_skip(
 /// `handle` NULL or handle storage.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_output_end(handle: *mut perfaux_output_handle) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `handle` is NULL or `struct perfaux_output_handle` storage (this function's `#
+    // Safety`), which is what `handle_mut` needs.
     if unsafe { handle_mut(handle) }.is_none() {
         return Error::Invalid.errno();
     }
@@ -506,7 +512,8 @@ pub unsafe extern "C" fn perfaux_consumer_init(
     if !usable(consumer) || !usable(user_page.cast::<PerfEventMmapPage>()) || order > 20 {
         return Error::Invalid.errno();
     }
-    // SAFETY: the caller's contract.
+    // SAFETY: `consumer` is NULL or `struct perfaux_consumer` storage (this function's `#
+    // Safety`), which is what `consumer_mut` needs.
     if unsafe { consumer_mut(consumer) }.is_some() {
         return Error::Busy.errno();
     }
@@ -536,7 +543,8 @@ pub unsafe extern "C" fn perfaux_consumer_init(
 /// `consumer` NULL or consumer storage.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_consumer_refresh(consumer: *mut perfaux_consumer) -> i64 {
-    // SAFETY: the caller's contract.
+    // SAFETY: `consumer` is NULL or `struct perfaux_consumer` storage (this function's `#
+    // Safety`), which is what `consumer_mut` needs.
     match unsafe { consumer_mut(consumer) } {
         Some(c) => c.refresh().min(i64::MAX as u64) as i64,
         None => i64::from(Error::Invalid.errno()),
@@ -556,7 +564,8 @@ pub unsafe extern "C" fn perfaux_consumer_next(
     buf: *mut c_void,
     buf_len: usize,
 ) -> isize {
-    // SAFETY: the caller's contract.
+    // SAFETY: `consumer` is NULL or `struct perfaux_consumer` storage (this function's `#
+    // Safety`), which is what `consumer_mut` needs.
     let Some(c) = (unsafe { consumer_mut(consumer) }) else {
         return Error::Invalid.errno() as isize;
     };
@@ -594,7 +603,8 @@ pub unsafe extern "C" fn perfaux_consumer_next(
 /// `consumer` NULL or consumer storage.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_consumer_commit(consumer: *mut perfaux_consumer) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `consumer` is NULL or `struct perfaux_consumer` storage (this function's `#
+    // Safety`), which is what `consumer_mut` needs.
     match unsafe { consumer_mut(consumer) } {
         Some(c) => {
             c.commit();
@@ -610,7 +620,8 @@ pub unsafe extern "C" fn perfaux_consumer_commit(consumer: *mut perfaux_consumer
 /// `consumer` NULL or consumer storage.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_consumer_fini(consumer: *mut perfaux_consumer) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `consumer` is NULL or `struct perfaux_consumer` storage (this function's `#
+    // Safety`), which is what `consumer_mut` needs.
     if unsafe { consumer_mut(consumer) }.is_none() {
         return Error::Invalid.errno();
     }

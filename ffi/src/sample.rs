@@ -87,7 +87,8 @@ unsafe fn source(aux: *const perfaux_sample_aux) -> Result<Option<Leader>, Error
     if a.reserved != 0 || a.active_here > 1 {
         return Err(Error::Invalid);
     }
-    // SAFETY: the caller's contract.
+    // SAFETY: `a.area` is NULL or `struct perfaux_aux_area` storage (this function's `#
+    // Safety`), which is what `area_ref` needs.
     let Some(area) = (unsafe { area_ref(a.area) }) else {
         return Err(Error::Invalid);
     };
@@ -97,7 +98,8 @@ unsafe fn source(aux: *const perfaux_sample_aux) -> Result<Option<Leader>, Error
             None => return Err(Error::Invalid),
         }
     } else {
-        // SAFETY: the caller's contract.
+        // SAFETY: `a.pt` is NULL or `struct perfaux_pt_cpu` storage (this function's `#
+        // Safety`), which is what `cpu_ref` needs.
         match unsafe { cpu_ref(a.pt) } {
             Some(b) => Source::Pt(b),
             None => return Err(Error::Invalid),
@@ -147,15 +149,18 @@ pub unsafe extern "C" fn perfaux_sample_prepare(
     if layout.is_null() {
         return Error::Invalid.errno();
     }
-    // SAFETY: the caller's contract.
+    // SAFETY: `attr` is NULL or 136 readable bytes (this function's `# Safety`), which is what
+    // `read_attr` needs.
     let Some(attr) = (unsafe { read_attr(attr) }) else {
         return Error::Invalid.errno();
     };
-    // SAFETY: the caller's contract.
+    // SAFETY: `data` is NULL or readable sample data whose pointers are readable for their
+    // lengths (this function's `# Safety`), which is what `sample_data` needs.
     let Ok(sample) = (unsafe { sample_data(data) }) else {
         return Error::Invalid.errno();
     };
-    // SAFETY: the caller's contract.
+    // SAFETY: `aux` is NULL or a readable `struct perfaux_sample_aux` naming NULL or
+    // initialized objects (this function's `# Safety`), which is what `source` needs.
     let src = match unsafe { source(aux) } {
         Ok(s) => s,
         Err(e) => return e.errno(),
@@ -197,11 +202,13 @@ pub unsafe extern "C" fn perfaux_sample_write(
     aux: *const perfaux_sample_aux,
     platform: *const perfaux_platform,
 ) -> c_int {
-    // SAFETY: the caller's contract.
+    // SAFETY: `ring` is NULL or `struct perfaux_ring` storage (this function's `# Safety`),
+    // which is what `ring_ref` needs.
     let Some(ring) = (unsafe { ring_ref(ring) }) else {
         return Error::Invalid.errno();
     };
-    // SAFETY: the caller's contract.
+    // SAFETY: `attr` is NULL or 136 readable bytes (this function's `# Safety`), which is what
+    // `read_attr` needs.
     let Some(attr) = (unsafe { read_attr(attr) }) else {
         return Error::Invalid.errno();
     };
@@ -212,7 +219,8 @@ pub unsafe extern "C" fn perfaux_sample_write(
     let Some(mut fixed): Option<FixedEvent> = fixed_event(&e) else {
         return Error::Invalid.errno();
     };
-    // SAFETY: the caller's contract.
+    // SAFETY: `data` is NULL or readable sample data whose pointers are readable for their
+    // lengths (this function's `# Safety`), which is what `sample_data` needs.
     let Ok(sample) = (unsafe { sample_data(data) }) else {
         return Error::Invalid.errno();
     };
@@ -226,7 +234,8 @@ pub unsafe extern "C" fn perfaux_sample_write(
         cpu: s.cpu,
         ..sample
     };
-    // SAFETY: the caller's contract.
+    // SAFETY: `aux` is NULL or a readable `struct perfaux_sample_aux` naming NULL or
+    // initialized objects (this function's `# Safety`), which is what `source` needs.
     let src = match unsafe { source(aux) } {
         Ok(s) => s,
         Err(err) => return err.errno(),
