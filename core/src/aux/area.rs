@@ -43,6 +43,16 @@ impl core::fmt::Debug for AuxConfig<'_> {
 /// - `disable_requested`: set by transactions, taken by the event layer;
 /// - user page `aux_head`: written at `end`; `aux_tail`: the consumer.
 ///
+/// # Invariants
+/// - `pages` is a non-empty power of two of non-null, 4 KiB-aligned pages,
+///   valid for `'a`, accessed only through this crate while the area lives
+///   (the constructor's contract), so `copy_aux` may read any of them;
+/// - `nest` is 1 exactly while a transaction ([`AuxHandle`](super::AuxHandle)) is open, and
+///   `refcount` counts the mapping and each open transaction, so pages are
+///   never released under an open transaction;
+/// - in writable mode a transaction never hands out bytes in
+///   `[aux_tail, aux_head)`, the consumer's.
+///
 /// A writable (full-trace) area: a tracer's transaction hands out the free
 /// space, the tracer writes it, `end` publishes it (and writes the
 /// `PERF_RECORD_AUX` into the ring), and the consumer reads it back and
@@ -179,6 +189,9 @@ impl<'a, P> AuxArea<'a, P> {
             }
             page.aux_size = size;
         }
+        // INVARIANT: the pages were checked above and are the caller's for
+        // 'a; no transaction is open (nest 0) and the mapping holds the one
+        // reference.
         Ok(AuxArea {
             user_page,
             pages,

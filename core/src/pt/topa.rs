@@ -218,6 +218,12 @@ impl TopaPosition {
 }
 
 /// ToPA tables built over an AUX buffer.
+///
+/// # Invariants
+/// `1 <= count <= tables.len()`; the first `count` tables hold every region
+/// of the buffer in order, each table ending with an END entry that links to
+/// the next and the last to the first (a ring of tables, as
+/// `topa_insert_table` builds it); `size` is the sum of the regions' sizes.
 pub struct Topa<'t> {
     tables: &'t mut [TopaTable],
     /// Tables in use.
@@ -285,6 +291,9 @@ impl<'t> Topa<'t> {
             return Err(Error::NoMemory); // unreachable: count <= len
         };
         last.set_entry(last.last as usize, first_link);
+        // INVARIANT: every page went into a region in order, the tables in
+        // use (count, at least the first) are linked in a ring ending at the
+        // first, and `offset` summed the regions' sizes.
         Ok(Topa {
             tables,
             count,

@@ -64,6 +64,17 @@ pub struct SelfMonitoring {
 /// - `nest`, `events`, `wakeup`, `lost`: writers, with same-CPU operations;
 /// - `paused`: whoever pauses the ring (`PERF_EVENT_IOC_PAUSE_OUTPUT`);
 /// - user page `data_head`: the outermost writer; `data_tail`: the consumer.
+///
+/// # Invariants
+/// - `user_page` is a checked (non-null, aligned) user page and `pages` the
+///   checked data chunks (see [`DataPages`]), both valid for `'a` and
+///   accessed, while the ring lives, only by it and its consumers (the
+///   constructor's contract);
+/// - `nest` is 0 outside a writer and counts the writers in progress
+///   inside one; only the writer that takes it from 1 to 0 publishes
+///   `data_head`;
+/// - in writable mode `head - data_tail` never exceeds the data size: a
+///   reservation that would pass the consumer is refused and counted lost.
 pub struct Ring<'a, H: NestHook = NoHook> {
     pub(super) pages: DataPages<'a>,
     pub(super) user_page: *mut PerfEventMmapPage,
@@ -154,6 +165,9 @@ impl<'a, H: NestHook> Ring<'a, H> {
             page.data_offset = PAGE_SIZE as u64;
             page.data_size = data_size;
         }
+        // INVARIANT: the user page and the chunks were checked above and are
+        // the caller's for 'a; no writer is in progress (nest 0); head is
+        // data_tail, so no reservation has passed the consumer.
         Ok(Ring {
             pages,
             user_page,
