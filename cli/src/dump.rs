@@ -556,10 +556,7 @@ pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
                 if !seen_info {
                     bad("AUXTRACE before any AUXTRACE_INFO".into());
                 }
-                auxtrace_records.push(IndexEntry {
-                    file_offset: at,
-                    size: u64::from(record.header.size),
-                });
+                auxtrace_records.extend(record.index_entry());
                 // A full trace is one stream per CPU, cut into records
                 // anywhere (mid-packet too): decode what follows on.
                 let (offset, cpu) = (word(r, 16), word(r, 40) as u32);

@@ -11,13 +11,26 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{perf_available, perfaux, record, text};
-use perfaux_cli::perfdata::{IndexEntry, PerfData, user_record};
+use common::{perf_available, perfaux, record, repair, text};
+use perfaux_cli::perfdata::{IndexEntry, PerfData};
 
 fn tmp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("perfaux-cut-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
+}
+
+/// A 2-CPU recording of `samples` samples in `mode`, and the file
+/// `perf inject` writes from it: the same records, written by perf.
+fn ours_and_perfs(name: &str, mode: &str, samples: &str) -> (PathBuf, PathBuf) {
+    let ours = tmp(&format!("{name}.data"));
+    record(
+        &ours,
+        &["-q", "--cpus", "2", "--samples", samples, "--mode", mode],
+    );
+    let theirs = tmp(&format!("{name}-inject.data"));
+    perf_inject(&ours, &theirs);
+    (ours, theirs)
 }
 
 /// `perf inject -i from -o to`: the same records, written by perf.
@@ -36,14 +49,7 @@ fn perf_inject(from: &Path, to: &Path) {
 fn auxtrace_records(file: &PerfData<'_>) -> Vec<(IndexEntry, Vec<u8>)> {
     file.records()
         .map(Result::unwrap)
-        .filter(|r| r.header.type_ == user_record::AUXTRACE)
-        .map(|r| {
-            let entry = IndexEntry {
-                file_offset: r.offset,
-                size: u64::from(r.header.size),
-            };
-            (entry, r.payload.to_vec())
-        })
+        .filter_map(|r| Some((r.index_entry()?, r.payload.to_vec())))
         .collect()
 }
 
@@ -58,13 +64,7 @@ fn a_full_trace_indexes_its_auxtrace_records_as_perf_does() {
         return;
     }
     for mode in ["full", "snapshot"] {
-        let ours = tmp(&format!("index-{mode}.data"));
-        record(
-            &ours,
-            &["-q", "--cpus", "2", "--samples", "200", "--mode", mode],
-        );
-        let theirs = tmp(&format!("index-{mode}-inject.data"));
-        perf_inject(&ours, &theirs);
+        let (ours, theirs) = ours_and_perfs(&format!("index-{mode}"), mode, "200");
         let (a, b) = (
             std::fs::read(&ours).unwrap(),
             std::fs::read(&theirs).unwrap(),
@@ -153,13 +153,7 @@ fn a_cut_file_fails_in_perf_as_a_cut_perf_written_file_does() {
         return;
     }
     for mode in ["snapshot", "full"] {
-        let ours = tmp(&format!("cut-{mode}.data"));
-        record(
-            &ours,
-            &["-q", "--cpus", "2", "--samples", "300", "--mode", mode],
-        );
-        let theirs = tmp(&format!("cut-{mode}-inject.data"));
-        perf_inject(&ours, &theirs);
+        let (ours, theirs) = ours_and_perfs(&format!("cut-{mode}"), mode, "300");
         let mut outcomes = Vec::new();
         for file in [&ours, &theirs] {
             let bytes = std::fs::read(file).unwrap();
@@ -167,14 +161,7 @@ fn a_cut_file_fails_in_perf_as_a_cut_perf_written_file_does() {
             std::fs::write(&cut, &bytes[..bytes.len() * 3 / 10 + 3]).unwrap();
             outcomes.push(perf_report(&cut));
             let fixed = file.with_extension("fixed");
-            let out = perfaux()
-                .arg("repair")
-                .arg(&cut)
-                .arg("-o")
-                .arg(&fixed)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "repair: {}", text(&out.stderr));
+            repair(&cut, &fixed);
             assert_eq!(
                 perf_report(&fixed),
                 Outcome::Exit(0),

@@ -523,14 +523,7 @@ fn a_repaired_cut_file_decodes_into_the_truth_up_to_the_cut() {
             let cut = tmp(&format!("{name}-{percent}.data"));
             std::fs::write(&cut, &bytes[..bytes.len() * percent / 100 + 3]).unwrap();
             let fixed = tmp(&format!("{name}-{percent}-fixed.data"));
-            let out = common::perfaux()
-                .arg("repair")
-                .arg(&cut)
-                .arg("-o")
-                .arg(&fixed)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "repair: {}", text(&out.stderr));
+            common::repair(&cut, &fixed);
             let what = format!("{mode} cut at {percent}%");
             let fixed_bytes = std::fs::read(&fixed).unwrap();
             let parsed = PerfData::parse(&fixed_bytes).unwrap();

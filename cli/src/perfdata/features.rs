@@ -66,6 +66,26 @@ pub struct Features {
     pub auxtrace_index: Option<Vec<IndexEntry>>,
 }
 
+/// The feature part of a file for `sections` (bit, bytes, in bit order),
+/// starting at `table_offset` (the end of the data): the table of
+/// `{offset, size}` entries, then the sections (`perf_header__adds_write`),
+/// and the header bitmap that announces them.
+pub(super) fn lay_out(table_offset: u64, sections: &[(u32, Vec<u8>)]) -> (Vec<u8>, [u8; 32]) {
+    let mut out = Vec::new();
+    let mut at = table_offset + 16 * sections.len() as u64;
+    for (_, bytes) in sections {
+        out.extend_from_slice(&at.to_le_bytes());
+        out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        at += bytes.len() as u64;
+    }
+    let mut bitmap = [0u8; feature::BITS as usize / 8];
+    for (bit, bytes) in sections {
+        out.extend_from_slice(bytes);
+        bitmap[*bit as usize / 8] |= 1 << (bit % 8);
+    }
+    (out, bitmap)
+}
+
 /// One entry of the AUXTRACE index (`struct auxtrace_index_entry`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IndexEntry {

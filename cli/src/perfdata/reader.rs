@@ -6,6 +6,7 @@ use std::fmt;
 
 use perfaux::abi::{PERF_ATTR_SIZE, PerfEventAttr, PerfEventHeader};
 
+use super::features::IndexEntry;
 use super::{Features, HEADER_SIZE, MAGIC, PIPE_HEADER_SIZE, feature, user_record};
 
 /// What is wrong with a file, and where.
@@ -46,7 +47,8 @@ pub struct PerfData<'a> {
     pub data_offset: u64,
     /// The feature sections perfaux understands.
     pub features: Features,
-    /// The bits set in the feature bitmap.
+    /// The bits set in the feature bitmap (in a cut file, the features the
+    /// header announces, whether or not their sections survived).
     pub feature_bits: Vec<u32>,
     /// The file ends before its header says (a copy cut short, a recording
     /// killed before its header was rewritten): what is missing. The
@@ -148,13 +150,14 @@ impl<'a> PerfData<'a> {
             });
         }
         let mut features = Features::default();
-        let mut feature_bits = Vec::new();
+        let feature_bits: Vec<u32> = (0..feature::BITS)
+            .filter(|&bit| bytes[HEADER_SIZE - 32 + bit as usize / 8] & (1 << (bit % 8)) != 0)
+            .collect();
         let mut table = data_off + data_size;
         let mut truncated = truncated;
-        for bit in (0..feature::BITS).filter(|_| truncated.is_none()) {
-            let byte = bytes[HEADER_SIZE - 32 + bit as usize / 8];
-            if byte & (1 << (bit % 8)) == 0 {
-                continue;
+        for &bit in &feature_bits {
+            if truncated.is_some() {
+                break;
             }
             // A file cut after its data: the records are whole, the
             // features from the cut on are gone (perf reads such a file
@@ -179,7 +182,6 @@ impl<'a> PerfData<'a> {
                     break;
                 }
             };
-            feature_bits.push(bit);
             features.decode(bit, body)?;
         }
         if !features.event_names.is_empty() {
@@ -312,6 +314,17 @@ pub struct Record<'a> {
     pub bytes: &'a [u8],
     /// The data after an AUXTRACE record (empty for others).
     pub payload: &'a [u8],
+}
+
+impl Record<'_> {
+    /// The `HEADER_AUXTRACE` index entry of this record, if it is an
+    /// AUXTRACE record: where it is and its header size.
+    pub fn index_entry(&self) -> Option<IndexEntry> {
+        (self.header.type_ == user_record::AUXTRACE).then(|| IndexEntry {
+            file_offset: self.offset,
+            size: u64::from(self.header.size),
+        })
+    }
 }
 
 /// The event of a `PERF_RECORD_HEADER_ATTR` record (the `i`th): the attr,

@@ -15,9 +15,9 @@
 //! sampling mode walks regardless. A repaired file ends where its records
 //! do, so perf reads every one of them.
 
-use super::features::IndexEntry;
+use super::features::lay_out;
 use super::reader::{FormatError, u64_at};
-use super::{HEADER_SIZE, PerfData, feature, user_record};
+use super::{Features, HEADER_SIZE, PerfData, feature};
 
 /// Where the feature bitmap sits in the header: its last 32 bytes.
 const BITMAP_AT: usize = HEADER_SIZE - feature::BITS as usize / 8;
@@ -64,12 +64,7 @@ pub fn repair(bytes: &[u8]) -> Result<Option<Repaired>, FormatError> {
     let mut index = Vec::new();
     for record in file.records() {
         let record = record.map_err(|e| FormatError(format!("damaged before the cut: {e}")))?;
-        if record.header.type_ == user_record::AUXTRACE {
-            index.push(IndexEntry {
-                file_offset: record.offset,
-                size: u64::from(record.header.size),
-            });
-        }
+        index.extend(record.index_entry());
         end = record.offset + (record.bytes.len() + record.payload.len()) as u64;
         records += 1;
     }
@@ -86,35 +81,27 @@ pub fn repair(bytes: &[u8]) -> Result<Option<Repaired>, FormatError> {
     check_before_data(bytes, file.data_offset)?;
     let mut out = kept.to_vec();
     out[DATA_SIZE_AT..DATA_SIZE_AT + 8].copy_from_slice(&(end - file.data_offset).to_le_bytes());
-    let announced: Vec<u32> = (0..feature::BITS)
-        .filter(|&bit| bytes[BITMAP_AT + bit as usize / 8] & (1 << (bit % 8)) != 0)
-        .collect();
-    out[BITMAP_AT..HEADER_SIZE].fill(0);
+    let announced = &file.feature_bits;
     let had_index = announced.contains(&feature::AUXTRACE);
-    if had_index {
-        // The feature table (one entry) at the data's end, then the index
-        // as auxtrace_index__write lays it out.
-        let table_end = end + 16;
-        let section = 8 + 16 * index.len() as u64;
-        out.extend_from_slice(&table_end.to_le_bytes());
-        out.extend_from_slice(&section.to_le_bytes());
-        out.extend_from_slice(&(index.len() as u64).to_le_bytes());
-        for e in &index {
-            out.extend_from_slice(&e.file_offset.to_le_bytes());
-            out.extend_from_slice(&e.size.to_le_bytes());
-        }
-        out[BITMAP_AT + feature::AUXTRACE as usize / 8] |= 1 << (feature::AUXTRACE % 8);
-    }
+    let entries = index.len();
+    // The one feature that can be rebuilt from the records: the index.
+    let rebuilt = Features {
+        auxtrace_index: had_index.then_some(index),
+        ..Features::default()
+    };
+    let (feature_part, bitmap) = lay_out(end, &rebuilt.encode(&[]));
+    out[BITMAP_AT..HEADER_SIZE].copy_from_slice(&bitmap);
+    out.extend_from_slice(&feature_part);
     Ok(Some(Repaired {
         bytes: out,
         records,
         cut_at: end,
         features_lost: announced
-            .into_iter()
-            .filter(|&bit| bit != feature::AUXTRACE)
-            .map(feature::name)
+            .iter()
+            .filter(|&&bit| bit != feature::AUXTRACE)
+            .map(|&bit| feature::name(bit))
             .collect(),
-        index: had_index.then_some(index.len()),
+        index: had_index.then_some(entries),
     }))
 }
 
@@ -144,7 +131,7 @@ fn check_before_data(bytes: &[u8], data_offset: u64) -> Result<(), FormatError> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perfdata::{Features, PipeWriter, Writer, WriterEvent};
+    use crate::perfdata::{IndexEntry, PipeWriter, Writer, WriterEvent, user_record};
     use perfaux::abi::PerfEventAttr;
     use std::io::Cursor;
 

@@ -9,7 +9,7 @@ use std::io::{self, Seek, SeekFrom, Write};
 
 use perfaux::abi::PerfEventAttr;
 
-use super::features::IndexEntry;
+use super::features::{IndexEntry, lay_out};
 use super::{FILE_ATTR_SIZE, Features, HEADER_SIZE, MAGIC, PIPE_HEADER_SIZE, feature, user_record};
 
 /// What records are written through, in either format.
@@ -143,19 +143,9 @@ impl<W: Write + Seek> Writer<W> {
             .iter()
             .map(|(a, n, i)| (a.as_slice(), n.as_str(), i.as_slice()))
             .collect();
-        let sections = features.encode(&events);
-        let table_offset = self.data_offset + self.data_size;
-        let mut at = table_offset + 16 * sections.len() as u64;
-        for (_, bytes) in &sections {
-            self.out.write_all(&at.to_le_bytes())?;
-            self.out.write_all(&(bytes.len() as u64).to_le_bytes())?;
-            at += bytes.len() as u64;
-        }
-        let mut bitmap = [0u8; feature::BITS as usize / 8];
-        for (bit, bytes) in &sections {
-            self.out.write_all(bytes)?;
-            bitmap[*bit as usize / 8] |= 1 << (bit % 8);
-        }
+        let (feature_part, bitmap) =
+            lay_out(self.data_offset + self.data_size, &features.encode(&events));
+        self.out.write_all(&feature_part)?;
         let mut header = Vec::with_capacity(HEADER_SIZE);
         header.extend_from_slice(&MAGIC);
         header.extend_from_slice(&(HEADER_SIZE as u64).to_le_bytes());

@@ -31,6 +31,18 @@ pub fn record(path: &Path, args: &[&str]) -> Output {
     out
 }
 
+/// `perfaux repair cut -o fixed`, which must succeed.
+pub fn repair(cut: &Path, fixed: &Path) {
+    let out = perfaux()
+        .arg("repair")
+        .arg(cut)
+        .arg("-o")
+        .arg(fixed)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "repair: {}", text(&out.stderr));
+}
+
 /// Whether `perf` runs here. With `PERFAUX_REQUIRE_PERF` set (CI sets it),
 /// a missing perf fails the test instead of skipping its perf checks.
 pub fn perf_available() -> bool {
