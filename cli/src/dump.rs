@@ -6,11 +6,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use perfaux::abi::{aux_flags, misc, record_type, sample_type as st};
+use perfaux::abi::{misc, record_type};
 
 use crate::perfdata::{
-    FormatError, IndexEntry, PerfData, Record, feature, intel_pt_priv, parse_sample, parse_trailer,
-    trailer_size, user_record,
+    AuxRecord, FormatError, IndexEntry, LostRecord, PerfData, Record, feature, intel_pt_priv,
+    parse_sample, parse_trailer, sample_id, trailer_size, user_record,
 };
 
 /// The 16 bytes of a PSB packet.
@@ -214,7 +214,7 @@ pub fn describe(file: &PerfData<'_>, record: &Record<'_>) -> (String, Option<Str
     );
     match record.header.type_ {
         record_type::SAMPLE => {
-            let id = sample_id(file, r).unwrap_or(0);
+            let id = sample_id_of(file, r).unwrap_or(0);
             match file.event_for(Some(id)) {
                 Some(e) => match parse_sample(&e.attr, r) {
                     Ok(s) => {
@@ -309,28 +309,26 @@ pub fn describe(file: &PerfData<'_>, record: &Record<'_>) -> (String, Option<Str
         user_record::ID_INDEX => {
             let _ = write!(line, " {} ids", word(r, 8));
         }
-        record_type::LOST => {
-            let _ = write!(line, " id {} lost {}", word(r, 8), word(r, 16));
-        }
-        record_type::AUX => {
-            let flags = word(r, 24);
-            let _ = write!(
-                line,
-                " offset {:#x} size {:#x} flags {flags:#x}{}{}",
-                word(r, 8),
-                word(r, 16),
-                if flags & aux_flags::TRUNCATED != 0 {
-                    " TRUNCATED"
-                } else {
-                    ""
-                },
-                if flags & aux_flags::OVERWRITE != 0 {
-                    " OVERWRITE"
-                } else {
-                    ""
-                },
-            );
-        }
+        record_type::LOST => match LostRecord::parse(r) {
+            Ok(l) => {
+                let _ = write!(line, " id {} lost {}", l.id, l.lost);
+            }
+            Err(e) => problem = Some(e.0),
+        },
+        record_type::AUX => match AuxRecord::parse(r) {
+            Ok(a) => {
+                let _ = write!(
+                    line,
+                    " offset {:#x} size {:#x} flags {:#x}{}{}",
+                    a.offset,
+                    a.size,
+                    a.flags,
+                    if a.truncated() { " TRUNCATED" } else { "" },
+                    if a.overwrite() { " OVERWRITE" } else { "" },
+                );
+            }
+            Err(e) => problem = Some(e.0),
+        },
         record_type::ITRACE_START => {
             let _ = write!(
                 line,
@@ -382,25 +380,9 @@ pub fn describe(file: &PerfData<'_>, record: &Record<'_>) -> (String, Option<Str
     (line, problem)
 }
 
-/// The id a sample names first (IDENTIFIER), or the only event's.
-/// The id a sample names, where perf finds it (`evsel__calc_id_pos`): the
-/// first word with `PERF_SAMPLE_IDENTIFIER`, else with `PERF_SAMPLE_ID`
-/// after IP, TID, TIME and ADDR; `None` when the samples carry no id.
-/// perf requires every event of a file to agree on that position.
-fn sample_id(file: &PerfData<'_>, r: &[u8]) -> Option<u64> {
-    let t = file.events.first()?.attr.sample_type;
-    if t & st::IDENTIFIER != 0 {
-        return (r.len() >= 16).then(|| word(r, 8));
-    }
-    if t & st::ID == 0 {
-        return None;
-    }
-    let before = [st::IP, st::TID, st::TIME, st::ADDR]
-        .iter()
-        .filter(|&&b| t & b != 0)
-        .count();
-    let at = 8 + 8 * before;
-    (r.len() >= at + 8).then(|| word(r, at))
+/// The id a sample names ([`sample_id`]: where perf finds it).
+fn sample_id_of(file: &PerfData<'_>, r: &[u8]) -> Option<u64> {
+    sample_id(file.events.first()?.attr.sample_type, r)
 }
 
 /// Whether a record type is the kernel's (and so carries a trailer).
@@ -510,7 +492,7 @@ pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
             }
             record_type::SAMPLE => {
                 rep.samples += 1;
-                let id = sample_id(file, r);
+                let id = sample_id_of(file, r);
                 let Some(e) = file.event_for(id) else {
                     bad(format!("a sample of unknown id {}", id.unwrap_or(0)));
                     continue;
@@ -608,8 +590,8 @@ pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
                                 }
                             }
                         }
-                        if t == record_type::AUX && word(r, 24) & !0xff != 0 {
-                            bad(format!("AUX flags {:#x} has unknown bits", word(r, 24)));
+                        if let Some(a) = AuxRecord::parse(r).ok().filter(|a| a.flags & !0xff != 0) {
+                            bad(format!("AUX flags {:#x} has unknown bits", a.flags));
                         }
                     }
                 }
@@ -712,7 +694,7 @@ fn check_payload(aux: &[u8], psb_period: Option<u64>, bad: &mut impl FnMut(Strin
 mod tests {
     use std::io::Cursor;
 
-    use perfaux::abi::{PerfEventAttr, attr_flags};
+    use perfaux::abi::{PerfEventAttr, attr_flags, sample_type as st};
 
     use super::*;
     use crate::perfdata::{Features, Writer, WriterEvent};

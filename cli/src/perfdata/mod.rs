@@ -5,13 +5,16 @@
 //! after the data. [`Writer`] produces files; [`PerfData`] reads them back
 //! with every length checked.
 
+mod body;
 mod features;
 mod inflate;
 mod reader;
 mod repair;
 mod sample;
+pub mod synth;
 mod writer;
 
+pub use body::{AuxRecord, LostRecord, sample_id};
 pub use features::{BuildId, Features, GroupDesc, IndexEntry};
 pub use inflate::inflate;
 pub use reader::{FileEvent, FormatError, PerfData, Record, Records};
