@@ -126,8 +126,7 @@ impl<'a> Consumer<'a> {
         }
         let mut hb = [0u8; HEADER_SIZE];
         // SAFETY: the header lies in [pos, head): published and not yet
-        // consumed, so the writer does not touch it (writable mode); bytes
-        // available mean chunks (`available` is at most the data size).
+        // consumed, so the writer does not touch it (writable mode).
         unsafe { self.pages.read(self.pos, &mut hb) };
         let size = u64::from(u16::from_ne_bytes([hb[6], hb[7]]));
         if size < HEADER_SIZE as u64 || size > avail {
@@ -145,25 +144,22 @@ impl<'a> Consumer<'a> {
     /// correct writer never produces.
     pub fn next_record<'s>(&'s mut self, scratch: &'s mut [u8]) -> Option<Result<&'s [u8]>> {
         let avail = self.available();
-        if avail == 0 {
-            return None;
-        }
+        // Without chunks nothing is ever available (`available` is at most
+        // the data size, 0).
+        let chunks = self.pages.chunks().filter(|_| avail != 0)?;
         let mut hb = [0u8; HEADER_SIZE];
         if avail < HEADER_SIZE as u64 {
             return Some(Err(Error::Invalid));
         }
         // SAFETY: the header lies in [pos, head): published and not yet
-        // consumed, so the writer does not touch it (writable mode); bytes
-        // available mean chunks (`available` is at most the data size).
-        unsafe { self.pages.read(self.pos, &mut hb) };
+        // consumed, so the writer does not touch it (writable mode).
+        unsafe { chunks.read(self.pos, &mut hb) };
         let size = u64::from(u16::from_ne_bytes([hb[6], hb[7]]));
         if size < HEADER_SIZE as u64 || size > avail {
             return Some(Err(Error::Invalid));
         }
         let size = size as usize;
-        // SAFETY: bytes available mean chunks to hold them (`available` is
-        // at most the data size).
-        let (_, at, left_in_chunk) = unsafe { self.pages.locate(self.pos) };
+        let (_, at, left_in_chunk) = chunks.locate(self.pos);
         // Under loom the payload lives in loom words: always copy.
         let record = if size <= left_in_chunk && !cfg!(loom) {
             // SAFETY: `at` is valid for `left_in_chunk >= size` bytes; they
@@ -176,9 +172,8 @@ impl<'a> Consumer<'a> {
             };
             // SAFETY: the record's bytes, across chunks, lie in [pos, head):
             // published and not consumed, so the writer leaves them alone in
-            // writable mode (the constructor's contract); `available`, at
-            // most the data size, says chunks hold them.
-            unsafe { self.pages.read(self.pos, out) };
+            // writable mode (the constructor's contract).
+            unsafe { chunks.read(self.pos, out) };
             &*out
         };
         self.pos = self.pos.wrapping_add(size as u64);
@@ -246,8 +241,7 @@ impl<'a> BackwardReader<'a> {
                 break;
             }
             let mut hb = [0u8; HEADER_SIZE];
-            // SAFETY: no writer is active (contract); the loop runs only
-            // with chunks (`data_size != 0`).
+            // SAFETY: no writer is active (the constructor's contract).
             unsafe { pages.read(end, &mut hb) };
             last = u64::from(u16::from_ne_bytes([hb[6], hb[7]]));
             if last < HEADER_SIZE as u64 {
@@ -270,8 +264,7 @@ impl<'a> BackwardReader<'a> {
             return None;
         }
         let mut hb = [0u8; HEADER_SIZE];
-        // SAFETY: no writer is active (contract); the area has chunks
-        // (checked).
+        // SAFETY: no writer is active (the constructor's contract).
         unsafe { self.pages.read(self.pos, &mut hb) };
         let size = usize::from(u16::from_ne_bytes([hb[6], hb[7]]));
         if size < HEADER_SIZE {

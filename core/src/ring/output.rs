@@ -19,6 +19,7 @@ use core::marker::PhantomData;
 
 use super::buffer::Ring;
 use super::hook::{Mutation, NestHook, Point};
+use super::pages::Chunks;
 use super::sample_id::OutputEvent;
 use crate::abi::{MAX_RECORD_SIZE, PerfEventHeader, record_type};
 use crate::error::{Error, Result};
@@ -35,6 +36,8 @@ const LOST_RECORD_SIZE: usize = 24;
 #[must_use = "a record is published when its handle ends"]
 pub struct OutputHandle<'r, 'a, H: NestHook> {
     ring: &'r Ring<'a, H>,
+    /// The ring's chunks, known to be there (`begin` checked).
+    chunks: Chunks<'r, 'a>,
     /// Chunk index of `addr` (`handle->page`).
     chunk: usize,
     /// Where the next byte goes.
@@ -82,6 +85,12 @@ impl<'a, H: NestHook> Ring<'a, H> {
             }
             return Err(Error::NoSpace);
         }
+        // A ring without chunks is paused forever (`with_hook`, `resume`),
+        // so this never fails here; it hands the handle the proof that the
+        // chunks are there (`Chunks`), which its writes index unchecked.
+        let Some(chunks) = self.pages.chunks() else {
+            return Err(Error::NoSpace);
+        };
 
         // Local load; the count itself is taken with `swap` when the LOST
         // record is written (a nested failure in between is included).
@@ -155,11 +164,10 @@ impl<'a, H: NestHook> Ring<'a, H> {
             self.wakeup.fetch_add(self.watermark);
         }
 
-        // SAFETY: a ring without chunks is paused forever (`with_hook`,
-        // `resume`), and a paused ring returned above: there are chunks.
-        let (chunk, addr, left_in_chunk) = unsafe { self.pages.locate(start) };
+        let (chunk, addr, left_in_chunk) = chunks.locate(start);
         let mut handle = OutputHandle {
             ring: self,
+            chunks,
             chunk,
             addr,
             left_in_chunk,
@@ -350,10 +358,8 @@ impl<H: NestHook> OutputHandle<'_, '_, H> {
             self.addr = self.addr.wrapping_add(piece);
             if self.left_in_chunk == 0 {
                 self.chunk = self.chunk.wrapping_add(1); // masked by `chunk()`
-                // SAFETY: a handle exists only on a ring with chunks (see
-                // `begin`).
-                self.addr = unsafe { self.ring.pages.chunk(self.chunk) };
-                self.left_in_chunk = self.ring.pages.chunk_size();
+                self.addr = self.chunks.chunk(self.chunk);
+                self.left_in_chunk = self.chunks.chunk_size();
             }
         }
         self.left -= n;

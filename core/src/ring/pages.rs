@@ -86,36 +86,13 @@ impl<'a> DataPages<'a> {
         self.chunks.len()
     }
 
-    /// The chunk holding free-running position `pos`, the address of `pos`
-    /// in it, and the bytes left in that chunk from there.
-    ///
-    /// # Safety
-    /// The area must have at least one chunk (a ring without chunks is
-    /// paused forever and never writes; consumers read nothing from it).
+    /// The chunks, if there are any: the proof the write and read paths
+    /// index them by, without a check of their own. `None` for a ring
+    /// without data pages (paused forever; nothing to read).
     #[inline(always)]
-    pub(crate) unsafe fn locate(&self, pos: u64) -> (usize, *mut u8, usize) {
-        debug_assert!(!self.chunks.is_empty());
-        let chunk_mask = (self.chunk_size() - 1) as u64;
-        let index = ((pos >> self.chunk_shift) as usize) & self.index_mask;
-        let within = (pos & chunk_mask) as usize;
-        // SAFETY: `index <= index_mask = len - 1` (the count is a power of
-        // two, and not 0: the caller's contract), so it is in bounds: no
-        // bounds check, no panic path on the write path.
-        let base = unsafe { *self.chunks.get_unchecked(index) };
-        // `wrapping_add` keeps this safe code; the result lies inside the
-        // chunk because `within < chunk_size()` (type invariant).
-        (index, base.wrapping_add(within), self.chunk_size() - within)
-    }
-
-    /// The start of chunk `index` (masked to the chunk count).
-    ///
-    /// # Safety
-    /// As [`locate`](Self::locate): the area has at least one chunk.
-    #[inline(always)]
-    pub(crate) unsafe fn chunk(&self, index: usize) -> *mut u8 {
-        debug_assert!(!self.chunks.is_empty());
-        // SAFETY: masked with `len - 1` of a non-empty power-of-two table.
-        unsafe { *self.chunks.get_unchecked(index & self.index_mask) }
+    pub(crate) fn chunks(&self) -> Option<Chunks<'_, 'a>> {
+        // INVARIANT: the table is not empty.
+        (!self.chunks.is_empty()).then_some(Chunks(self))
     }
 
     /// Zeroes every chunk (set-up path).
@@ -128,21 +105,77 @@ impl<'a> DataPages<'a> {
     }
 
     /// Copies `out.len()` bytes starting at free-running position `pos`,
+    /// across chunk boundaries and the end of the area. Without chunks there
+    /// is nothing to copy from, and `out` is left as it is.
+    ///
+    /// # Safety
+    /// Nobody may write the bytes read while this runs (the consumer's side
+    /// of the protocol guarantees it for published, unconsumed bytes).
+    pub(crate) unsafe fn read(&self, pos: u64, out: &mut [u8]) {
+        if let Some(chunks) = self.chunks() {
+            // SAFETY: forwarded: nobody writes the bytes read.
+            unsafe { chunks.read(pos, out) };
+        }
+    }
+}
+
+/// The chunks of a [`DataPages`] known to be there: where the write path
+/// finds the address of a position without a bounds check or a panic path.
+///
+/// # Invariants
+/// The table has at least one chunk, so its count is a power of two and
+/// `index_mask` is `count - 1`: every index masked with it is in bounds.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Chunks<'p, 'a>(&'p DataPages<'a>);
+
+impl Chunks<'_, '_> {
+    /// Size of one chunk in bytes.
+    #[inline(always)]
+    pub(crate) fn chunk_size(&self) -> usize {
+        self.0.chunk_size()
+    }
+
+    /// The chunk holding free-running position `pos`, the address of `pos`
+    /// in it, and the bytes left in that chunk from there.
+    #[inline(always)]
+    pub(crate) fn locate(&self, pos: u64) -> (usize, *mut u8, usize) {
+        let pages = self.0;
+        let chunk_mask = (pages.chunk_size() - 1) as u64;
+        let index = ((pos >> pages.chunk_shift) as usize) & pages.index_mask;
+        let within = (pos & chunk_mask) as usize;
+        // `wrapping_add` keeps this safe code; the result lies inside the
+        // chunk because `within < chunk_size()`.
+        (
+            index,
+            self.chunk(index).wrapping_add(within),
+            pages.chunk_size() - within,
+        )
+    }
+
+    /// The start of chunk `index` (masked to the chunk count).
+    #[inline(always)]
+    pub(crate) fn chunk(&self, index: usize) -> *mut u8 {
+        let pages = self.0;
+        // SAFETY: `index & index_mask <= count - 1`: in bounds (type
+        // invariant: at least one chunk, a power of two of them). No bounds
+        // check, no panic path on the write path.
+        unsafe { *pages.chunks.get_unchecked(index & pages.index_mask) }
+    }
+
+    /// Copies `out.len()` bytes starting at free-running position `pos`,
     /// across chunk boundaries and the end of the area.
     ///
     /// # Safety
     /// Nobody may write the bytes read while this runs (the consumer's side
-    /// of the protocol guarantees it for published, unconsumed bytes), and
-    /// the area must have a chunk if `out` is not empty.
+    /// of the protocol guarantees it for published, unconsumed bytes).
     pub(crate) unsafe fn read(&self, mut pos: u64, mut out: &mut [u8]) {
         while !out.is_empty() {
-            // SAFETY: bytes to read mean chunks to read them from (the
-            // caller's contract).
-            let (_, src, left) = unsafe { self.locate(pos) };
+            let (_, src, left) = self.locate(pos);
             let n = left.min(out.len());
             let (now, rest) = out.split_at_mut(n);
-            // SAFETY: `src` is valid for `left >= n` bytes (locate); nobody
-            // writes them (the caller's contract).
+            // SAFETY: `src` is valid for `left >= n` bytes (`locate`, and
+            // the DataPages invariant: each chunk valid for `chunk_size()`
+            // bytes); nobody writes them (the caller's contract).
             unsafe { crate::sync::copy_from(now, src) };
             out = rest;
             pos = pos.wrapping_add(n as u64);
