@@ -70,6 +70,8 @@ pub struct SelfMonitoring {
 ///   checked data chunks (see [`DataPages`]), both valid for `'a` and
 ///   accessed, while the ring lives, only by it and its consumers (the
 ///   constructor's contract);
+/// - a ring without data chunks is paused, forever: the constructor pauses
+///   it and `resume` refuses it, so a running ring has chunks;
 /// - `nest` is 0 outside a writer and counts the writers in progress
 ///   inside one; only the writer that takes it from 1 to 0 publishes
 ///   `data_head`;
@@ -166,7 +168,8 @@ impl<'a, H: NestHook> Ring<'a, H> {
             page.data_size = data_size;
         }
         // INVARIANT: the user page and the chunks were checked above and are
-        // the caller's for 'a; no writer is in progress (nest 0); head is
+        // the caller's for 'a; a ring without chunks starts paused (and
+        // `resume` keeps it so); no writer is in progress (nest 0); head is
         // data_tail, so no reservation has passed the consumer.
         Ok(Ring {
             pages,

@@ -85,12 +85,10 @@ impl<'a, H: NestHook> Ring<'a, H> {
             }
             return Err(Error::NoSpace);
         }
-        // A ring without chunks is paused forever (`with_hook`, `resume`),
-        // so this never fails here; it hands the handle the proof that the
-        // chunks are there (`Chunks`), which its writes index unchecked.
-        let Some(chunks) = self.pages.chunks() else {
-            return Err(Error::NoSpace);
-        };
+        // SAFETY: the ring is not paused (checked above), and a ring without
+        // chunks is paused forever (type invariant): the chunks are there.
+        // The handle keeps the proof; its writes index them unchecked.
+        let chunks = unsafe { self.pages.chunks_unchecked() };
 
         // Local load; the count itself is taken with `swap` when the LOST
         // record is written (a nested failure in between is included).

@@ -95,6 +95,18 @@ impl<'a> DataPages<'a> {
         (!self.chunks.is_empty()).then_some(Chunks(self))
     }
 
+    /// The chunks, without looking: for the write path, where the ring's
+    /// own invariant already says they are there.
+    ///
+    /// # Safety
+    /// The table must have at least one chunk.
+    #[inline(always)]
+    pub(crate) unsafe fn chunks_unchecked(&self) -> Chunks<'_, 'a> {
+        debug_assert!(!self.chunks.is_empty());
+        // INVARIANT: the table is not empty (the caller's contract).
+        Chunks(self)
+    }
+
     /// Zeroes every chunk (set-up path).
     pub(crate) fn zero_all(&self) {
         for &c in self.chunks {
