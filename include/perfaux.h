@@ -127,16 +127,6 @@
 #define PERFAUX_EVENT_SIZE (PERFAUX_EVENT_WORDS * 8)
 
 /**
- * Words of `struct perfaux_pt_cpu`.
- */
-#define PERFAUX_PT_CPU_WORDS 256
-
-/**
- * Size in bytes of `struct perfaux_pt_cpu` (aligned to `PERFAUX_OBJECT_ALIGN`).
- */
-#define PERFAUX_PT_CPU_SIZE (PERFAUX_PT_CPU_WORDS * 8)
-
-/**
  * Words of `struct perfaux_pt_buffer`.
  */
 #define PERFAUX_PT_BUFFER_WORDS 16
@@ -145,6 +135,22 @@
  * Size in bytes of `struct perfaux_pt_buffer` (aligned to `PERFAUX_OBJECT_ALIGN`).
  */
 #define PERFAUX_PT_BUFFER_SIZE (PERFAUX_PT_BUFFER_WORDS * 8)
+
+/**
+ * Regions one ToPA table page holds (the last of its 507 entries links to
+ * the next table).
+ */
+#define PERFAUX_PT_REGIONS_PER_TABLE 506
+
+/**
+ * Words of `struct perfaux_pt_cpu`.
+ */
+#define PERFAUX_PT_CPU_WORDS 256
+
+/**
+ * Size in bytes of `struct perfaux_pt_cpu` (aligned to `PERFAUX_OBJECT_ALIGN`).
+ */
+#define PERFAUX_PT_CPU_SIZE (PERFAUX_PT_CPU_WORDS * 8)
 
 /**
  * `PERF_EF_START` (add: start right away).
@@ -263,12 +269,6 @@
  * `perfaux_trace_event.flags`: `target` is given (ASYNC, DISABLE).
  */
 #define PERFAUX_TRACE_HAS_TARGET 4
-
-/**
- * Regions one ToPA table page holds (the last of its 507 entries links to
- * the next table).
- */
-#define PERFAUX_PT_REGIONS_PER_TABLE 506
 
 /**
  * `perfaux_ring_config.flags`: overwrite mode (a read-only mapping in

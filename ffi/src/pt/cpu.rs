@@ -1,0 +1,248 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! The per-CPU object (`struct perfaux_pt_cpu`): the phys map, the
+//! platform, the software tracer and the PT PMU over the CPU's AUX
+//! transactions, built in place in C's storage and torn down by `fini`.
+
+use core::ffi::c_int;
+use core::mem::{align_of, size_of};
+use core::ptr::{self, addr_of, addr_of_mut};
+
+use perfaux::aux::AreaOutput;
+use perfaux::pmu::Pmu;
+use perfaux::pt::pmu::PtPmu;
+use perfaux::pt::tracer::SoftTracer;
+use perfaux::{Error, Result};
+
+use super::buffer::{buffer_ref, perfaux_pt_buffer};
+use super::output::{COps, PtOutput, perfaux_aux_ops};
+use crate::aux::{area_ref, perfaux_aux_area};
+use crate::platform::{CPhysMap, CPlatform, perfaux_phys_map, perfaux_platform};
+use crate::ring::{fixed_event, perfaux_output_event, perfaux_ring, ring_ref};
+use crate::storage::{live_box, read_in, usable};
+
+/// Words of `struct perfaux_pt_cpu`.
+pub const PERFAUX_PT_CPU_WORDS: usize = 256;
+/// Size in bytes of `struct perfaux_pt_cpu` (aligned to `PERFAUX_OBJECT_ALIGN`).
+pub const PERFAUX_PT_CPU_SIZE: usize = PERFAUX_PT_CPU_WORDS * 8;
+
+/// Storage of the PT driver of one CPU. Opaque.
+#[repr(C)]
+pub struct perfaux_pt_cpu {
+    /// Opaque.
+    pub opaque: [u64; PERFAUX_PT_CPU_WORDS],
+}
+
+/// What `struct perfaux_pt_cpu` holds. The tracer and the PMU refer to the
+/// fields before them in place (the storage does not move).
+#[repr(C)]
+pub(crate) struct CpuBox {
+    pub(super) live: u64,
+    pub(super) phys: CPhysMap,
+    pub(super) platform: CPlatform,
+    pub(super) tracer: SoftTracer<'static>,
+    pub(super) pmu: PtPmu<'static, PtOutput>,
+}
+
+const CPU_LIVE: u64 = 0x7065_7266_7074_6370; // "perfptcp"
+
+const _: () = {
+    assert!(size_of::<CpuBox>() <= size_of::<perfaux_pt_cpu>());
+    assert!(align_of::<CpuBox>() <= align_of::<perfaux_pt_cpu>());
+};
+
+/// The initialized PT CPU object at `p`, if it is one.
+///
+/// # Safety
+/// `p` must be NULL or point to `struct perfaux_pt_cpu` storage.
+pub(crate) unsafe fn cpu_ref<'a>(p: *const perfaux_pt_cpu) -> Option<&'a CpuBox> {
+    // SAFETY: the caller's contract; live: initialized and not torn down.
+    unsafe { live_box::<_, CpuBox>(p, CPU_LIVE).map(|b| &*b) }
+}
+
+/// Builds the CpuBox in `cpu`: phys map, platform and tracer in place, then
+/// the PMU over `output`.
+///
+/// # Safety
+/// `cpu` valid storage that does not move; `phys` and `platform` NULL or
+/// readable.
+unsafe fn build_cpu(
+    cpu: *mut perfaux_pt_cpu,
+    phys: *const perfaux_phys_map,
+    platform: *const perfaux_platform,
+    psb_period: u64,
+    output: impl FnOnce(&'static CPlatform) -> Result<PtOutput>,
+) -> c_int {
+    if !usable(cpu) || !(256..=1 << 20).contains(&psb_period) {
+        return Error::Invalid.errno();
+    }
+    // SAFETY: `cpu` is NULL or `struct perfaux_pt_cpu` storage (this function's `# Safety`),
+    // which is what `cpu_ref` needs.
+    if unsafe { cpu_ref(cpu) }.is_some() {
+        return Error::Busy.errno();
+    }
+    // SAFETY: NULL or readable (the caller's contract).
+    let Some(phys) = (unsafe { CPhysMap::read(phys) }) else {
+        return Error::Invalid.errno();
+    };
+    // SAFETY: NULL or readable (the caller's contract).
+    let platform = unsafe { read_in(platform) }.unwrap_or(perfaux_platform {
+        cpu: None,
+        clock: None,
+        current_task: None,
+        irq_save: None,
+        irq_restore: None,
+        ctx: ptr::null_mut(),
+    });
+    let b = cpu.cast::<CpuBox>();
+    // SAFETY: valid storage for a CpuBox (asserted, the contract); fields
+    // are written in dependency order and stay in place.
+    unsafe {
+        addr_of_mut!((*b).live).write(0);
+        addr_of_mut!((*b).phys).write(phys);
+        addr_of_mut!((*b).platform).write(CPlatform(platform));
+    }
+    // SAFETY: just written, living as long as the storage.
+    let (phys, platform): (&'static CPhysMap, &'static CPlatform) =
+        unsafe { (&*addr_of!((*b).phys), &*addr_of!((*b).platform)) };
+    let output = match output(platform) {
+        Ok(o) => o,
+        Err(e) => return e.errno(),
+    };
+    // SAFETY: as above.
+    unsafe { addr_of_mut!((*b).tracer).write(SoftTracer::new(phys, psb_period)) };
+    // SAFETY: as above.
+    let tracer: &'static SoftTracer<'static> = unsafe { &*addr_of!((*b).tracer) };
+    // SAFETY: valid storage; the live word goes last.
+    unsafe {
+        addr_of_mut!((*b).pmu).write(PtPmu::with_output(tracer, phys, output));
+        addr_of_mut!((*b).live).write(CPU_LIVE);
+    }
+    0
+}
+
+/// Initializes the PT driver of one CPU tracing into a perfaux AUX `area`
+/// (initialized over `ring`'s user page) whose PT state is `buffer`
+/// (`perfaux_pt_buffer_init_area` over that area), writing
+/// `PERF_RECORD_AUX` for `event` into `ring`, its trailer stamped by
+/// `platform` (NULL: as `event` gives it). A PSB+ is written every
+/// `psb_period` bytes (256 to 1 MiB). `phys` NULL: identity.
+///
+/// Returns 0, `-EINVAL` for bad arguments (NULL or misaligned storage, a
+/// ring, area or buffer not initialized, a buffer over other pages, a
+/// malformed event, one of the two phys callbacks only), `-EBUSY` if `cpu`
+/// is initialized.
+///
+/// # Safety
+/// `cpu` valid for writes of `sizeof(struct perfaux_pt_cpu)` bytes and not
+/// moved until `perfaux_pt_cpu_fini`; `ring`, `area` and `buffer`
+/// initialized and outliving it; the pointers to structs NULL or readable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_pt_cpu_init_area(
+    cpu: *mut perfaux_pt_cpu,
+    buffer: *const perfaux_pt_buffer,
+    area: *const perfaux_aux_area,
+    ring: *const perfaux_ring,
+    event: *const perfaux_output_event,
+    platform: *const perfaux_platform,
+    phys: *const perfaux_phys_map,
+    psb_period: u64,
+) -> c_int {
+    // SAFETY: `area` is NULL or `struct perfaux_aux_area` storage; `ring` is NULL or `struct
+    // perfaux_ring` storage (this function's `# Safety`), which is what `area_ref` and
+    // `ring_ref` needs.
+    let (Some(area), Some(ring)) = (unsafe { area_ref(area) }, unsafe { ring_ref(ring) }) else {
+        return Error::Invalid.errno();
+    };
+    // SAFETY: `buffer` is NULL or `struct perfaux_pt_buffer` storage (this function's `#
+    // Safety`), which is what `buffer_ref` needs.
+    let Some(buffer) = (unsafe { buffer_ref(buffer) }).map(|b| &b.buffer) else {
+        return Error::Invalid.errno();
+    };
+    if buffer.pages() != area.pages() || buffer.is_overwrite() != area.is_overwrite() {
+        return Error::Invalid.errno();
+    }
+    // SAFETY: NULL or readable (the caller's contract).
+    let event = unsafe { read_in(event) }.unwrap_or_default();
+    let Some(event) = fixed_event(&event) else {
+        return Error::Invalid.errno();
+    };
+    let stamp = !platform.is_null();
+    // SAFETY: the caller's contract, as `build_cpu` states it.
+    unsafe {
+        build_cpu(cpu, phys, platform, psb_period, |p| {
+            let out = AreaOutput::new(area, ring, event, buffer);
+            Ok(PtOutput::Area(if stamp {
+                out.with_platform(p)
+            } else {
+                out
+            }))
+        })
+    }
+}
+
+/// Initializes the PT driver of one CPU whose AUX transactions C runs
+/// through `ops` (a kernel module: `perf_aux_output_begin` on the CPU's
+/// handle, for the event added there), each handing out the PT state of
+/// the event's buffer (`perfaux_pt_buffer_init`, in `setup_aux`).
+/// `psb_period` and `phys` as for `perfaux_pt_cpu_init_area`.
+///
+/// Returns 0, `-EINVAL` for bad arguments (NULL ops callbacks included),
+/// `-EBUSY` if `cpu` is initialized.
+///
+/// # Safety
+/// `cpu` as for `perfaux_pt_cpu_init_area`; `ops` and `phys` NULL or
+/// readable; the callbacks keep the `perfaux_aux_ops` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_pt_cpu_init(
+    cpu: *mut perfaux_pt_cpu,
+    ops: *const perfaux_aux_ops,
+    phys: *const perfaux_phys_map,
+    psb_period: u64,
+) -> c_int {
+    // SAFETY: NULL or readable (the caller's contract).
+    let Some(ops) = (unsafe { read_in(ops) })
+        .filter(|o| o.begin.is_some() && o.flag.is_some() && o.end.is_some())
+    else {
+        return Error::Invalid.errno();
+    };
+    // SAFETY: the caller's contract, as `build_cpu` states it.
+    unsafe {
+        build_cpu(cpu, phys, ptr::null(), psb_period, |_| {
+            Ok(PtOutput::Ops(COps(ops)))
+        })
+    }
+}
+
+/// Tears the PT driver of one CPU down; its event must be off it
+/// (`perfaux_pt_del`) first. Returns 0, `-EBUSY` while an AUX transaction
+/// is open, `-EINVAL` if `cpu` is not an initialized CPU object.
+///
+/// # Safety
+/// `cpu` NULL or PT CPU storage.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_pt_cpu_fini(cpu: *mut perfaux_pt_cpu) -> c_int {
+    // SAFETY: `cpu` is NULL or `struct perfaux_pt_cpu` storage (this function's `# Safety`),
+    // which is what `cpu_ref` needs.
+    let Some(b) = (unsafe { cpu_ref(cpu) }) else {
+        return Error::Invalid.errno();
+    };
+    if b.pmu.in_transaction() {
+        return Error::Busy.errno();
+    }
+    let b = cpu.cast::<CpuBox>();
+    // SAFETY: live: marked dead, then dropped once (the PMU before what it
+    // refers to).
+    unsafe {
+        addr_of_mut!((*b).live).write(0);
+        ptr::drop_in_place(addr_of_mut!((*b).pmu));
+        ptr::drop_in_place(addr_of_mut!((*b).tracer));
+    }
+    0
+}
+
+impl CpuBox {
+    /// The PMU, for events opened on it.
+    pub(crate) fn pmu(&self) -> &dyn Pmu {
+        &self.pmu
+    }
+}

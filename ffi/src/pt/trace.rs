@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! What feeds the software tracer from C: `perfaux_trace_event`, the
+//! things that happen on the traced CPU, and how many bytes it has written.
+
+use core::ffi::c_int;
+
+use perfaux::Error;
+use perfaux::pt::packet::ExecMode;
+use perfaux::pt::stream::TraceEvent;
+
+use super::cpu::{cpu_ref, perfaux_pt_cpu};
+use crate::storage::read_in;
+
+/// `perfaux_trace_event.kind`: a conditional branch (Jcc, LOOP, JRCXZ), a
+/// TNT bit: `PERFAUX_TRACE_TAKEN` in `flags` if taken; `target` is the next
+/// instruction (the target if taken, else the one after the branch).
+pub const PERFAUX_TRACE_CONDITIONAL: u32 = 1;
+/// A direct near JMP to `target` (no packet).
+pub const PERFAUX_TRACE_JUMP: u32 = 2;
+/// A near CALL to `target` returning to `from` (no packet; a TIP with
+/// `PERFAUX_TRACE_INDIRECT`); the return address is kept for return
+/// compression.
+pub const PERFAUX_TRACE_CALL: u32 = 3;
+/// A near RET to `target` (a taken TNT bit if compressed, else a TIP).
+pub const PERFAUX_TRACE_RETURN: u32 = 4;
+/// An indirect near JMP or a far transfer (IRET, SYSRET) to `target` (TIP).
+pub const PERFAUX_TRACE_INDIRECT_JUMP: u32 = 5;
+/// An asynchronous event (interrupt, exception, PMI) with `from` the next
+/// instruction of the interrupted code: FUP(`from`), then TIP(`target`) with
+/// `PERFAUX_TRACE_HAS_TARGET` (a traced handler), else TIP.PGD (the handler
+/// is not traced: packet generation stops).
+pub const PERFAUX_TRACE_ASYNC: u32 = 6;
+/// Packet generation (re)starts at `target` (TIP.PGE).
+pub const PERFAUX_TRACE_ENABLE: u32 = 7;
+/// Packet generation stops synchronously, at a branch into code not traced
+/// (TIP.PGD, with `target` if `PERFAUX_TRACE_HAS_TARGET`).
+pub const PERFAUX_TRACE_DISABLE: u32 = 8;
+/// The execution mode changes (MODE.Exec): `value` 16, 32 or 64.
+pub const PERFAUX_TRACE_MODE: u32 = 9;
+/// The TSC reads `value` (a TSC packet if TSC packets are on).
+pub const PERFAUX_TRACE_TIME: u32 = 10;
+/// The core:bus ratio is `value`, 0 to 255 (CBR).
+pub const PERFAUX_TRACE_FREQUENCY: u32 = 11;
+/// A mini time counter tick with CTC bits `value`, 0 to 255 (MTC).
+pub const PERFAUX_TRACE_TICK: u32 = 12;
+/// Padding (PAD).
+pub const PERFAUX_TRACE_PAD: u32 = 13;
+/// The tracer lost packets (OVF).
+pub const PERFAUX_TRACE_OVERFLOW: u32 = 14;
+
+/// `perfaux_trace_event.flags`: the conditional branch was taken.
+pub const PERFAUX_TRACE_TAKEN: u32 = 1;
+/// `perfaux_trace_event.flags`: the call is indirect.
+pub const PERFAUX_TRACE_INDIRECT: u32 = 2;
+/// `perfaux_trace_event.flags`: `target` is given (ASYNC, DISABLE).
+pub const PERFAUX_TRACE_HAS_TARGET: u32 = 4;
+
+/// One thing that happened on the traced CPU, for `perfaux_pt_trace`.
+/// Fields a kind does not use must be zero.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct perfaux_trace_event {
+    /// `PERFAUX_TRACE_*`.
+    pub kind: u32,
+    /// `PERFAUX_TRACE_TAKEN`, `PERFAUX_TRACE_INDIRECT`,
+    /// `PERFAUX_TRACE_HAS_TARGET`, as the kind allows.
+    pub flags: u32,
+    /// Where execution goes next (see the kind).
+    pub target: u64,
+    /// The interrupted code's next instruction (ASYNC) or the return
+    /// address (CALL).
+    pub from: u64,
+    /// The TSC (TIME), mode (MODE), ratio (FREQUENCY) or CTC bits (TICK).
+    pub value: u64,
+}
+
+const _: () = assert!(core::mem::size_of::<perfaux_trace_event>() == 32);
+const _: () = assert!(core::mem::offset_of!(perfaux_trace_event, kind) == 0);
+const _: () = assert!(core::mem::offset_of!(perfaux_trace_event, flags) == 4);
+const _: () = assert!(core::mem::offset_of!(perfaux_trace_event, target) == 8);
+const _: () = assert!(core::mem::offset_of!(perfaux_trace_event, from) == 16);
+const _: () = assert!(core::mem::offset_of!(perfaux_trace_event, value) == 24);
+
+/// Feeds the software tracer: the packets for `event` go to the buffer
+/// while tracing is on. Returns the number of ToPA PMIs the writes raised
+/// (INT regions filled; call `perfaux_pt_handle_pmi` for them), or
+/// `-EINVAL` for a bad `cpu`, a NULL or unknown event.
+///
+/// # Safety
+/// `cpu` NULL or PT CPU storage; `event` NULL or readable; on the PMU's CPU.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_pt_trace(
+    cpu: *mut perfaux_pt_cpu,
+    event: *const perfaux_trace_event,
+) -> c_int {
+    // SAFETY: `cpu` is NULL or `struct perfaux_pt_cpu` storage (this function's `# Safety`),
+    // which is what `cpu_ref` needs.
+    let Some(b) = (unsafe { cpu_ref(cpu) }) else {
+        return Error::Invalid.errno();
+    };
+    // SAFETY: NULL or readable (the caller's contract).
+    let Some(event) = (unsafe { read_in(event) }).and_then(|e| trace_event(&e)) else {
+        return Error::Invalid.errno();
+    };
+    b.tracer.trace(event);
+    b.tracer.take_pmi().min(i32::MAX as u32) as c_int
+}
+
+fn trace_event(e: &perfaux_trace_event) -> Option<TraceEvent> {
+    // Which fields and flags each kind takes; anything else is refused.
+    const T: u32 = PERFAUX_TRACE_TAKEN;
+    const I: u32 = PERFAUX_TRACE_INDIRECT;
+    const H: u32 = PERFAUX_TRACE_HAS_TARGET;
+    let (flags, uses_target, uses_from, uses_value) = match e.kind {
+        PERFAUX_TRACE_CONDITIONAL => (T, true, false, false),
+        PERFAUX_TRACE_CALL => (I, true, true, false),
+        PERFAUX_TRACE_JUMP
+        | PERFAUX_TRACE_RETURN
+        | PERFAUX_TRACE_INDIRECT_JUMP
+        | PERFAUX_TRACE_ENABLE => (0, true, false, false),
+        PERFAUX_TRACE_ASYNC => (H, true, true, false),
+        PERFAUX_TRACE_DISABLE => (H, true, false, false),
+        PERFAUX_TRACE_MODE | PERFAUX_TRACE_TIME | PERFAUX_TRACE_FREQUENCY | PERFAUX_TRACE_TICK => {
+            (0, false, false, true)
+        }
+        PERFAUX_TRACE_PAD | PERFAUX_TRACE_OVERFLOW => (0, false, false, false),
+        _ => return None,
+    };
+    let target_given =
+        e.kind != PERFAUX_TRACE_ASYNC && e.kind != PERFAUX_TRACE_DISABLE || e.flags & H != 0;
+    if e.flags & !flags != 0
+        || (!uses_target || !target_given) && e.target != 0
+        || !uses_from && e.from != 0
+        || !uses_value && e.value != 0
+    {
+        return None;
+    }
+    let target = (e.flags & H != 0).then_some(e.target);
+    let small = |max: u64| (e.value <= max).then_some(e.value as u8);
+    Some(match e.kind {
+        PERFAUX_TRACE_CONDITIONAL => TraceEvent::Conditional {
+            taken: e.flags & T != 0,
+            next: e.target,
+        },
+        PERFAUX_TRACE_JUMP => TraceEvent::Jump { target: e.target },
+        PERFAUX_TRACE_CALL => TraceEvent::Call {
+            target: e.target,
+            ret: e.from,
+            indirect: e.flags & I != 0,
+        },
+        PERFAUX_TRACE_RETURN => TraceEvent::Return { target: e.target },
+        PERFAUX_TRACE_INDIRECT_JUMP => TraceEvent::Indirect { target: e.target },
+        PERFAUX_TRACE_ASYNC => TraceEvent::Async {
+            from: e.from,
+            to: target,
+        },
+        PERFAUX_TRACE_ENABLE => TraceEvent::Enable(e.target),
+        PERFAUX_TRACE_DISABLE => TraceEvent::Disable(target),
+        PERFAUX_TRACE_MODE => TraceEvent::Mode(match e.value {
+            16 => ExecMode::Bits16,
+            32 => ExecMode::Bits32,
+            64 => ExecMode::Bits64,
+            _ => return None,
+        }),
+        PERFAUX_TRACE_TIME => TraceEvent::Time(e.value),
+        PERFAUX_TRACE_FREQUENCY => TraceEvent::Frequency(small(255)?),
+        PERFAUX_TRACE_TICK => TraceEvent::Tick(small(255)?),
+        PERFAUX_TRACE_PAD => TraceEvent::Pad,
+        _ => TraceEvent::Overflow,
+    })
+}
+
+/// Bytes the tracer has written so far, or `-EINVAL` for a bad `cpu`.
+///
+/// # Safety
+/// `cpu` NULL or PT CPU storage.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_pt_written(cpu: *const perfaux_pt_cpu) -> i64 {
+    // SAFETY: `cpu` is NULL or `struct perfaux_pt_cpu` storage (this function's `# Safety`),
+    // which is what `cpu_ref` needs.
+    match unsafe { cpu_ref(cpu) } {
+        Some(b) => b.tracer.written().min(i64::MAX as u64) as i64,
+        None => i64::from(Error::Invalid.errno()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_trace_kind_maps_and_nothing_else_does() {
+        let ev = |kind, flags, target, from, value| {
+            trace_event(&perfaux_trace_event {
+                kind,
+                flags,
+                target,
+                from,
+                value,
+            })
+        };
+        assert_eq!(
+            ev(PERFAUX_TRACE_CONDITIONAL, PERFAUX_TRACE_TAKEN, 0x10, 0, 0),
+            Some(TraceEvent::Conditional {
+                taken: true,
+                next: 0x10
+            })
+        );
+        assert_eq!(
+            ev(PERFAUX_TRACE_CALL, PERFAUX_TRACE_INDIRECT, 0x20, 0x15, 0),
+            Some(TraceEvent::Call {
+                target: 0x20,
+                ret: 0x15,
+                indirect: true
+            })
+        );
+        assert_eq!(
+            ev(PERFAUX_TRACE_ASYNC, 0, 0, 0x30, 0),
+            Some(TraceEvent::Async {
+                from: 0x30,
+                to: None
+            })
+        );
+        assert_eq!(
+            ev(PERFAUX_TRACE_ASYNC, PERFAUX_TRACE_HAS_TARGET, 0x40, 0x30, 0),
+            Some(TraceEvent::Async {
+                from: 0x30,
+                to: Some(0x40)
+            })
+        );
+        assert_eq!(
+            ev(PERFAUX_TRACE_DISABLE, 0, 0, 0, 0),
+            Some(TraceEvent::Disable(None))
+        );
+        assert_eq!(
+            ev(PERFAUX_TRACE_MODE, 0, 0, 0, 32),
+            Some(TraceEvent::Mode(ExecMode::Bits32))
+        );
+        assert_eq!(
+            ev(PERFAUX_TRACE_TIME, 0, 0, 0, 1 << 40),
+            Some(TraceEvent::Time(1 << 40))
+        );
+        for kind in 1..=14 {
+            let value = if kind == PERFAUX_TRACE_MODE { 64 } else { 0 };
+            assert!(ev(kind, 0, 0, 0, value).is_some(), "kind {kind}");
+        }
+        // Unknown kinds, flags or fields a kind does not take.
+        assert_eq!(ev(0, 0, 0, 0, 0), None);
+        assert_eq!(ev(15, 0, 0, 0, 0), None);
+        assert_eq!(ev(PERFAUX_TRACE_CONDITIONAL, 8, 0, 0, 0), None);
+        assert_eq!(ev(PERFAUX_TRACE_RETURN, PERFAUX_TRACE_TAKEN, 0, 0, 0), None);
+        assert_eq!(ev(PERFAUX_TRACE_JUMP, 0, 0, 1, 0), None);
+        assert_eq!(ev(PERFAUX_TRACE_ASYNC, 0, 0x40, 0x30, 0), None);
+        assert_eq!(ev(PERFAUX_TRACE_MODE, 0, 0, 0, 8), None);
+        assert_eq!(ev(PERFAUX_TRACE_FREQUENCY, 0, 0, 0, 256), None);
+        assert_eq!(ev(PERFAUX_TRACE_PAD, 0, 1, 0, 0), None);
+    }
+}
