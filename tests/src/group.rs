@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! The group fixture: opening the events of a test group in one line
-//! instead of an `EventConfig` literal each (CPU 0, no parent: what nearly
-//! every test wants; the literal stays where a test needs another CPU or
-//! an inherited child).
+//! instead of an `EventConfig` literal each (CPU 0: what nearly every test
+//! wants; the literal stays where a test needs another CPU). An inherited
+//! child names its parent ([`open_child`]).
 
 use perfaux::abi::PerfEventAttr;
 use perfaux::attr::Rule;
@@ -17,13 +17,25 @@ pub fn try_open<'g, P>(
     id: u64,
     leader: Option<&'g Event<'g, P>>,
 ) -> Result<Event<'g, P>, Rule> {
+    try_open_child(attr, pmu, id, leader, None)
+}
+
+/// `Event::open` of an inherited child of `parent` (None: an event of its
+/// own), otherwise as [`try_open`].
+pub fn try_open_child<'g, P>(
+    attr: PerfEventAttr,
+    pmu: &'g dyn Pmu,
+    id: u64,
+    leader: Option<&'g Event<'g, P>>,
+    parent: impl Into<Option<&'g Event<'g, P>>>,
+) -> Result<Event<'g, P>, Rule> {
     Event::open(EventConfig {
         attr,
         pmu,
         id,
         cpu: 0,
         leader,
-        parent: None,
+        parent: parent.into(),
     })
 }
 
@@ -38,5 +50,20 @@ pub fn open<'g, P>(
     match try_open(attr, pmu, id, leader) {
         Ok(e) => e,
         Err(rule) => panic!("event {id} refused: {rule:?}"),
+    }
+}
+
+/// [`try_open_child`] of a child the test expects to open.
+#[track_caller]
+pub fn open_child<'g, P>(
+    attr: PerfEventAttr,
+    pmu: &'g dyn Pmu,
+    id: u64,
+    leader: Option<&'g Event<'g, P>>,
+    parent: &'g Event<'g, P>,
+) -> Event<'g, P> {
+    match try_open_child(attr, pmu, id, leader, parent) {
+        Ok(e) => e,
+        Err(rule) => panic!("child {id} refused: {rule:?}"),
     }
 }

@@ -14,7 +14,7 @@ use perfaux::pmu::{EventInfo, Platform, Pmu, ef};
 use perfaux::ring::{OutputSink, Ring, RingConfig, read_header};
 use perfaux::sample::{IrqMask, SampleData, SnapshotAux};
 use perfaux::{Error, PmuCaps};
-use perfaux_tests::group::{open, try_open};
+use perfaux_tests::group::{open, open_child, try_open};
 use perfaux_tests::mem::{AuxMemory, RingMemory};
 use perfaux_tests::pmu::TestPmu;
 
@@ -304,24 +304,9 @@ fn leader_inactive_elsewhere_or_closed() {
 #[test]
 fn aux_sample_size_needs_the_leader_at_open() {
     let sw = SwPmu;
-    let e = Event::<()>::open(EventConfig {
-        attr: sampler_attr(8),
-        pmu: &sw,
-        id: 1,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    });
+    let e = try_open::<()>(sampler_attr(8), &sw, 1, None);
     assert_eq!(e.err(), Some(Rule::AuxEventWithoutLeader));
-    let plain = Event::<()>::open(EventConfig {
-        attr: sampler_attr(0),
-        pmu: &sw,
-        id: 1,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
+    let plain = open::<()>(sampler_attr(0), &sw, 1, None);
     let under_sw = try_open(sampler_attr(8), &sw, 2, Some(&plain));
     assert_eq!(under_sw.err(), Some(Rule::AuxLeaderWithoutSnapshot));
 }
@@ -380,15 +365,7 @@ fn set_output_rules() {
     clocked.clockid = 1;
     let ck = open(clocked, &sw, 6, None);
     assert_eq!(ck.set_output(&a), Err(Error::Invalid), "another clock");
-    let no_buffer = Event::<()>::open(EventConfig {
-        attr: sampler_attr(0),
-        pmu: &sw,
-        id: 7,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
+    let no_buffer = open::<()>(sampler_attr(0), &sw, 7, None);
     let c = open(sampler_attr(0), &sw, 8, None);
     assert_eq!(
         c.set_output(&no_buffer),
@@ -427,24 +404,14 @@ fn inherited_children_write_through_their_parents() {
     parent_sampler.join_group();
     parent_sampler.set_output(&parent_leader).unwrap();
     // The child group, linked to the child leader, owning no buffer.
-    let child_leader = Event::open(EventConfig {
-        attr: inherit_pt,
-        pmu: &pt,
-        id: 11,
-        cpu: 0,
-        leader: None,
-        parent: Some(&parent_leader),
-    })
-    .unwrap();
-    let child_sampler = Event::open(EventConfig {
-        attr: inherit_sampler,
-        pmu: &sw,
-        id: 12,
-        cpu: 0,
-        leader: Some(&child_leader),
-        parent: Some(&parent_sampler),
-    })
-    .unwrap();
+    let child_leader = open_child(inherit_pt, &pt, 11, None, &parent_leader);
+    let child_sampler = open_child(
+        inherit_sampler,
+        &sw,
+        12,
+        Some(&child_leader),
+        &parent_sampler,
+    );
     child_sampler.join_group();
     assert!(std::ptr::eq(
         child_sampler.aux_event().unwrap(),
@@ -569,15 +536,7 @@ fn aux_pause_and_resume_around_the_sample() {
         tracer: TestPmu::new(&area2),
         calls: RefCell::new(Vec::new()),
     };
-    let l2 = Event::<()>::open(EventConfig {
-        attr: start_paused,
-        pmu: &pt2,
-        id: 9,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
+    let l2 = open::<()>(start_paused, &pt2, 9, None);
     l2.sched_in(&p).unwrap();
     assert_eq!(*pt2.calls.borrow(), ["add+start (paused)"]);
 }
@@ -618,15 +577,7 @@ fn a_refused_sample_counts_lost_and_spares_the_pmu() {
         1
     );
     // An event without any buffer: ENOSPC, nothing counted.
-    let lone = Event::<()>::open(EventConfig {
-        attr: sampler_attr(0),
-        pmu: &sw,
-        id: 3,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
+    let lone = open::<()>(sampler_attr(0), &sw, 3, None);
     assert_eq!(lone.overflow(&p, &data(3)).err(), Some(Error::NoSpace));
     assert_eq!(lone.lost_samples(), 0);
 }
@@ -724,15 +675,7 @@ impl Pmu for NoSgPmu {
 #[test]
 fn setup_aux_rules() {
     let sw = SwPmu;
-    let e = Event::<()>::open(EventConfig {
-        attr: sampler_attr(0),
-        pmu: &sw,
-        id: 1,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
+    let e = open::<()>(sampler_attr(0), &sw, 1, None);
     let pages = AuxMemory::new(4, 2);
     assert_eq!(
         e.setup_aux(pages.pages(), true),
@@ -742,15 +685,7 @@ fn setup_aux_rules() {
     let nosg = NoSgPmu {
         setups: Cell::new(0),
     };
-    let e = Event::<()>::open(EventConfig {
-        attr: pt_attr(),
-        pmu: &nosg,
-        id: 2,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
+    let e = open::<()>(pt_attr(), &nosg, 2, None);
     assert_eq!(
         e.setup_aux(pages.pages(), true),
         Ok(()),
@@ -792,25 +727,9 @@ fn a_sample_names_its_task_time_ids_and_cpu_as_perf_prepare_sample() {
     attr.flags = attr_flags::INHERIT;
     attr.sample_type =
         st::IDENTIFIER | st::TID | st::TIME | st::ID | st::STREAM_ID | st::CPU | st::PERIOD;
-    let parent = Event::<()>::open(EventConfig {
-        attr,
-        pmu: &sw,
-        id: 40,
-        cpu: 0,
-        leader: None,
-        parent: None,
-    })
-    .unwrap();
+    let parent = open::<()>(attr, &sw, 40, None);
     parent.set_buffer(&buffer);
-    let child = Event::open(EventConfig {
-        attr,
-        pmu: &sw,
-        id: 41,
-        cpu: 0,
-        leader: None,
-        parent: Some(&parent),
-    })
-    .unwrap();
+    let child = open_child(attr, &sw, 41, None, &parent);
     child.sched_in(&p).unwrap();
     let lies = SampleData {
         pid: 1,
