@@ -64,3 +64,40 @@ pub fn header_bytes(h: PerfEventHeader) -> [u8; 8] {
     b[6..].copy_from_slice(&h.size.to_ne_bytes());
     b
 }
+
+/// The AUX block of a sample of `sample_type` written by perfaux: its size
+/// word and the bytes after it (the data, then any padding). The fields
+/// before it are found by `sample_type`, in `perf_output_sample`'s order;
+/// only the fixed 8-byte fields are supported (a test with READ, CALLCHAIN,
+/// RAW, BRANCH_STACK, REGS or STACK fields parses its own samples).
+#[track_caller]
+pub fn sample_aux(record: &[u8], sample_type: u64) -> (u64, &[u8]) {
+    use perfaux::abi::sample_type as st;
+    let fixed = st::IDENTIFIER
+        | st::IP
+        | st::TID
+        | st::TIME
+        | st::ADDR
+        | st::ID
+        | st::STREAM_ID
+        | st::CPU
+        | st::PERIOD
+        | st::WEIGHT
+        | st::DATA_SRC
+        | st::TRANSACTION
+        | st::PHYS_ADDR
+        | st::CGROUP
+        | st::DATA_PAGE_SIZE
+        | st::CODE_PAGE_SIZE;
+    assert!(
+        sample_type & st::AUX != 0,
+        "the sample carries no AUX block"
+    );
+    assert!(
+        sample_type & !(fixed | st::AUX) == 0,
+        "sample_aux reads fixed-size fields only: {sample_type:#x}"
+    );
+    let at = 8 + 8 * (sample_type & fixed).count_ones() as usize;
+    let size = u64::from_ne_bytes(record[at..at + 8].try_into().unwrap());
+    (size, &record[at + 8..])
+}

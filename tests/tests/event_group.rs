@@ -17,6 +17,7 @@ use perfaux::{Error, PmuCaps};
 use perfaux_tests::group::{open, open_child, try_open};
 use perfaux_tests::mem::{AuxMemory, RingMemory};
 use perfaux_tests::pmu::TestPmu;
+use perfaux_tests::records::sample_aux;
 
 struct TestPlatform {
     cpu: Cell<u32>,
@@ -151,7 +152,7 @@ fn samples(mem: &RingMemory) -> Vec<Vec<u8>> {
 
 /// The AUX size word of a TID|TIME|AUX sample, and the bytes after it.
 fn aux_of(r: &[u8]) -> (u64, &[u8]) {
-    (u64::from_ne_bytes(r[24..32].try_into().unwrap()), &r[32..])
+    sample_aux(r, st::TID | st::TIME | st::AUX)
 }
 
 struct World {

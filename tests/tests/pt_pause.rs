@@ -21,6 +21,7 @@ use perfaux::sample::SampleData;
 use perfaux::{PmuCaps, Result};
 use perfaux_tests::group::open;
 use perfaux_tests::mem::{AuxMemory, RingMemory};
+use perfaux_tests::records::sample_aux;
 use perfaux_tests::shims::{CountingPmu, Cpu0, interrupt, with_interrupt, with_pt};
 
 /// The PT PMU, with an interrupt point before every `split` bytes that its
@@ -226,7 +227,12 @@ fn run(nested: Nested, k: usize) -> usize {
             .find(|r| r.len() > OUTER as usize)
             .unwrap();
         let stream = &model.borrow().0;
-        assert!(last[24..24 + OUTER as usize] == stream[stream.len() - OUTER as usize..]);
+        let (size, aux) = sample_aux(last, st::TIME | st::AUX);
+        assert_eq!(size, OUTER);
+        assert_eq!(
+            aux[..OUTER as usize],
+            stream[stream.len() - OUTER as usize..]
+        );
         points.get()
     })
 }
@@ -300,7 +306,10 @@ fn a_pausing_sample_carries_the_trace_and_leaves_it_paused() {
             .find(|r| read_header(r).unwrap().type_ == record_type::SAMPLE && r.len() > 2048)
             .unwrap();
         let stream = model.borrow().0.clone();
-        assert!(sample[24..24 + 2048] == stream[stream.len() - 2048..]);
+        assert_eq!(
+            sample_aux(sample, st::TIME | st::AUX).1[..2048],
+            stream[stream.len() - 2048..]
+        );
         assert!(
             !tracer.enabled(),
             "a pausing sample leaves the trace paused"
@@ -322,7 +331,10 @@ fn a_pausing_sample_carries_the_trace_and_leaves_it_paused() {
             .rev()
             .find(|r| read_header(r).unwrap().type_ == record_type::SAMPLE && r.len() > 2048)
             .unwrap();
-        assert!(sample[24..24 + 2048] == stream[stream.len() - 2048..]);
+        assert_eq!(
+            sample_aux(sample, st::TIME | st::AUX).1[..2048],
+            stream[stream.len() - 2048..]
+        );
         // A resume is refused while the status says STOPPED or ERROR.
         for bad in [STATUS_STOPPED, STATUS_ERROR] {
             tracer.set_status(bad);

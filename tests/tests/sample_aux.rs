@@ -12,6 +12,7 @@ use perfaux::ring::{FixedEvent, Ring, RingConfig, read_header};
 use perfaux::sample::{AuxSampling, NoIrqMask, SampleData, SampleLayout, prepare, write_sample};
 use perfaux_tests::mem::{AuxMemory, RingMemory};
 use perfaux_tests::pmu::{Behaviour, TestPmu};
+use perfaux_tests::records::sample_aux;
 
 const TID_TIME_AUX: u64 = st::TID | st::TIME | st::AUX;
 
@@ -66,8 +67,7 @@ fn pattern(n: usize, seed: u64) -> Vec<u8> {
 
 /// The AUX size word and the bytes after it, for a TID|TIME|AUX sample.
 fn aux_of(record: &[u8]) -> (u64, &[u8]) {
-    let size = u64::from_ne_bytes(record[24..32].try_into().unwrap());
-    (size, &record[32..])
+    sample_aux(record, st::TID | st::TIME | st::AUX)
 }
 
 /// What the AUX area holds in the `n` bytes before `position`.
