@@ -156,7 +156,7 @@ fn check_reports_broken_invariants() {
     let _ = std::fs::remove_file(path);
     // An AUX size that disagrees with its record: 4 bytes of slack after
     // the last field. (An AUX size that is not a multiple of 8 in a record
-    // sized to match is `dump.rs`'s unit test.)
+    // sized to match is `dump/check.rs`'s unit test.)
     let (at, record) = first_aux_size_at(&good);
     let mut odd = good.clone();
     odd[at..at + 8].copy_from_slice(&4092u64.to_le_bytes());
