@@ -115,7 +115,8 @@ pub unsafe extern "C" fn perfaux_event_check(
     let Some(attr) = (unsafe { read_attr(attr) }) else {
         return Error::Invalid.errno();
     };
-    // SAFETY: as above, for `leader_attr`.
+    // SAFETY: the caller guarantees `leader_attr` is NULL or valid for 136
+    // bytes of reads (this function's `# Safety`).
     let leader = unsafe { read_attr(leader_attr) };
     for a in [Some(&attr), leader.as_ref()].into_iter().flatten() {
         if let Err(rule) = validate_attr(&mut a.clone(), &CopyPolicy::default()) {

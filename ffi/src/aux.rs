@@ -68,8 +68,9 @@ const _: () = {
 /// `p` must be NULL or point to `struct perfaux_aux_area` storage, valid
 /// for `'a`.
 pub(crate) unsafe fn area_ref<'a>(p: *const perfaux_aux_area) -> Option<&'a AuxArea<'static, ()>> {
-    // SAFETY: the caller's contract; live: `perfaux_aux_area_init` wrote an
-    // AreaBox, not torn down.
+    // SAFETY: `p` is NULL or AUX area storage valid for 'a (this function's
+    // `# Safety`), which `live_box` needs; the live word says
+    // `perfaux_aux_area_init` wrote an AreaBox, not torn down.
     unsafe { live_box::<_, AreaBox>(p, AREA_LIVE).map(|b| &(*b).area) }
 }
 
@@ -219,8 +220,9 @@ const _: () = {
 unsafe fn aux_handle_mut<'a>(
     p: *mut perfaux_aux_handle,
 ) -> Option<&'a mut AuxHandle<'static, 'static, ()>> {
-    // SAFETY: the caller's contract; live: begun and not ended, and not
-    // used concurrently.
+    // SAFETY: `p` is NULL or AUX handle storage (this function's
+    // `# Safety`), which `live_box` needs; the live word says begun and not
+    // ended; the C contract keeps one user of a handle at a time.
     unsafe { live_box::<_, AuxHandleBox>(p, AUX_HANDLE_LIVE).map(|h| &mut (*h).handle) }
 }
 
@@ -246,7 +248,8 @@ pub unsafe extern "C" fn perfaux_aux_begin(
     if unsafe { aux_handle_mut(handle) }.is_some() {
         return Error::Busy.errno();
     }
-    // SAFETY: the caller's contract; the area outlives the transaction.
+    // SAFETY: `area` is NULL or AUX area storage that outlives the
+    // transaction (this function's `# Safety`), which `area_ref` needs.
     let Some(a) = (unsafe { area_ref(area) }) else {
         return Error::Invalid.errno();
     };

@@ -190,7 +190,9 @@ const _: () = {
 /// # Safety
 /// `p` NULL or event storage.
 unsafe fn event_box<'a>(p: *const perfaux_event) -> Option<&'a EventBox> {
-    // SAFETY: the caller's contract; live: opened and not torn down.
+    // SAFETY: `p` is NULL or event storage (this function's `# Safety`),
+    // which `live_box` needs; the live word says the box was opened and not
+    // torn down.
     unsafe { live_box::<_, EventBox>(p, EVENT_LIVE).map(|b| &*b) }
 }
 
@@ -202,8 +204,9 @@ unsafe fn optional_event(p: *const perfaux_event) -> Result<Option<&'static Even
     if p.is_null() {
         return Ok(None);
     }
-    // SAFETY: the caller's contract; events outlive what refers to them
-    // (the C contract of this module), hence 'static.
+    // SAFETY: `p` is event storage (this function's `# Safety`: not NULL
+    // here); events outlive what refers to them (the header's storage
+    // contract), hence 'static.
     match unsafe { event_box(p) } {
         Some(b) => Ok(Some(&b.event)),
         None => Err(()),
@@ -240,7 +243,9 @@ pub unsafe extern "C" fn perfaux_event_open(
     else {
         return Error::Invalid.errno();
     };
-    // SAFETY: forwarded contract.
+    // SAFETY: `ev`, `attr`, `leader` and `parent` are as `open` needs them
+    // (this function's `# Safety` states its clauses); the ops were read
+    // above and are kept by value.
     unsafe {
         open(
             ev,
@@ -269,11 +274,13 @@ pub unsafe extern "C" fn perfaux_event_open_pt(
     leader: *const perfaux_event,
     parent: *const perfaux_event,
 ) -> c_int {
-    // SAFETY: the caller's contract; the PMU outlives the event.
+    // SAFETY: `pt` is NULL or PT CPU storage that outlives the event (this
+    // function's `# Safety`), which is what `cpu_ref` needs.
     let Some(b) = (unsafe { cpu_ref(pt) }) else {
         return Error::Invalid.errno();
     };
-    // SAFETY: forwarded contract.
+    // SAFETY: `ev`, `attr`, `leader` and `parent` are as `open` needs them
+    // (this function's `# Safety`); the PT PMU outlives the event (same).
     unsafe { open(ev, attr, EventPmu::Pt(b.pmu()), id, cpu, leader, parent) }
 }
 
@@ -349,7 +356,9 @@ unsafe fn with_event(
     ev: *const perfaux_event,
     f: impl FnOnce(&'static Event<'static>) -> c_int,
 ) -> c_int {
-    // SAFETY: the caller's contract (events outlive their users: 'static).
+    // SAFETY: `ev` is NULL or event storage (this function's `# Safety`),
+    // and an event outlives every user of it (the header's storage
+    // contract), so `'static` is what `optional_event` may hand out.
     match unsafe { optional_event(ev) } {
         Ok(Some(e)) => f(e),
         _ => Error::Invalid.errno(),
@@ -363,7 +372,8 @@ unsafe fn with_event(
 /// `ev` NULL or event storage.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_event_join_group(ev: *mut perfaux_event) -> c_int {
-    // SAFETY: forwarded.
+    // SAFETY: `ev` is NULL or `struct perfaux_event` storage (this function's
+    // `# Safety`), which is what `with_event` needs.
     unsafe {
         with_event(ev, |e| {
             e.join_group();
@@ -433,7 +443,8 @@ pub unsafe extern "C" fn perfaux_event_set_output(
     let Ok(Some(target)) = (unsafe { optional_event(target) }) else {
         return Error::Invalid.errno();
     };
-    // SAFETY: forwarded.
+    // SAFETY: `ev` is NULL or `struct perfaux_event` storage (this function's
+    // `# Safety`), which is what `with_event` needs.
     unsafe {
         with_event(ev, |e| match e.set_output(target) {
             Ok(()) => 0,
@@ -458,7 +469,8 @@ pub unsafe extern "C" fn perfaux_event_sched_in(
     let Some(p) = (unsafe { read_platform(platform) }) else {
         return Error::Invalid.errno();
     };
-    // SAFETY: forwarded.
+    // SAFETY: `ev` is NULL or `struct perfaux_event` storage (this function's
+    // `# Safety`), which is what `with_event` needs.
     unsafe {
         with_event(ev, |e| match e.sched_in(&p) {
             Ok(()) => 0,
@@ -473,7 +485,8 @@ pub unsafe extern "C" fn perfaux_event_sched_in(
 /// `ev` NULL or event storage; interrupts masked.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_event_sched_out(ev: *mut perfaux_event) -> c_int {
-    // SAFETY: forwarded.
+    // SAFETY: `ev` is NULL or `struct perfaux_event` storage (this function's
+    // `# Safety`), which is what `with_event` needs.
     unsafe {
         with_event(ev, |e| {
             e.sched_out();
@@ -489,7 +502,8 @@ pub unsafe extern "C" fn perfaux_event_sched_out(ev: *mut perfaux_event) -> c_in
 /// `ev` NULL or event storage.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_event_enable(ev: *mut perfaux_event) -> c_int {
-    // SAFETY: forwarded.
+    // SAFETY: `ev` is NULL or `struct perfaux_event` storage (this function's
+    // `# Safety`), which is what `with_event` needs.
     unsafe {
         with_event(ev, |e| {
             e.enable();
@@ -540,7 +554,8 @@ pub unsafe extern "C" fn perfaux_event_overflow(
     let Ok(sample) = (unsafe { sample_data(data) }) else {
         return Error::Invalid.errno();
     };
-    // SAFETY: forwarded.
+    // SAFETY: `ev` is NULL or `struct perfaux_event` storage (this function's
+    // `# Safety`), which is what `with_event` needs.
     unsafe {
         with_event(ev, |e| match e.overflow(&p, &sample) {
             Ok(layout) => c_int::from(layout.size),

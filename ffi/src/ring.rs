@@ -193,8 +193,10 @@ pub(crate) const NO_WAKEUP: perfaux_wakeup = perfaux_wakeup {
 /// `p` must be NULL or point to a `struct perfaux_ring` (initialized or not)
 /// valid for reads for `'a`.
 pub(crate) unsafe fn ring_ref<'a>(p: *const perfaux_ring) -> Option<&'a Ring<'static>> {
-    // SAFETY: the caller's contract; a live box was written by
-    // `perfaux_ring_init` and not yet dropped by `perfaux_ring_fini`.
+    // SAFETY: `p` is NULL or ring storage readable for 'a (this function's
+    // `# Safety`), which `live_box` needs; the live word says
+    // `perfaux_ring_init` wrote the box and `perfaux_ring_fini` has not
+    // dropped it.
     unsafe { live_box::<_, RingBox>(p, RING_LIVE).map(|b| &(*b).ring) }
 }
 
@@ -405,9 +407,10 @@ pub unsafe extern "C" fn perfaux_output_begin(
 unsafe fn handle_mut<'a>(
     p: *mut perfaux_output_handle,
 ) -> Option<&'a mut OutputHandle<'static, 'static, NoHook>> {
-    // SAFETY: the caller's contract; a live handle was written by
-    // `perfaux_output_begin` and not consumed by `end`, and the caller does
-    // not use the storage concurrently.
+    // SAFETY: `p` is NULL or output handle storage (this function's
+    // `# Safety`), which `live_box` needs; the live word says
+    // `perfaux_output_begin` wrote it and `end` has not consumed it; the C
+    // contract keeps one user of a handle at a time.
     unsafe { live_box::<_, HandleBox>(p, HANDLE_LIVE).map(|h| &mut (*h).handle) }
 }
 
@@ -488,8 +491,9 @@ pub unsafe extern "C" fn perfaux_output_end(handle: *mut perfaux_output_handle) 
 /// # Safety
 /// `p` must be NULL or point to `struct perfaux_consumer` storage.
 unsafe fn consumer_mut<'a>(p: *mut perfaux_consumer) -> Option<&'a mut Consumer<'static>> {
-    // SAFETY: the caller's contract; live: initialized by
-    // `perfaux_consumer_init`, not torn down.
+    // SAFETY: `p` is NULL or consumer storage (this function's
+    // `# Safety`), which `live_box` needs; the live word says
+    // `perfaux_consumer_init` wrote it, not torn down.
     unsafe { live_box::<_, ConsumerBox>(p, CONSUMER_LIVE).map(|c| &mut (*c).consumer) }
 }
 

@@ -125,7 +125,8 @@ impl<'a> DataPages<'a> {
     /// of the protocol guarantees it for published, unconsumed bytes).
     pub(crate) unsafe fn read(&self, pos: u64, out: &mut [u8]) {
         if let Some(chunks) = self.chunks() {
-            // SAFETY: forwarded: nobody writes the bytes read.
+            // SAFETY: nobody writes the bytes read (this function's `# Safety`),
+            // the one clause `Chunks::read` has.
             unsafe { chunks.read(pos, out) };
         }
     }

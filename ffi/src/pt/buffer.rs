@@ -47,7 +47,9 @@ const _: () = {
 /// # Safety
 /// `p` must be NULL or point to `struct perfaux_pt_buffer` storage.
 pub(super) unsafe fn buffer_ref<'a>(p: *const perfaux_pt_buffer) -> Option<&'a BufferBox> {
-    // SAFETY: the caller's contract; live: initialized and not torn down.
+    // SAFETY: `p` is NULL or PT buffer storage (this function's `# Safety`),
+    // which `live_box` needs; the live word says it was initialized and not
+    // torn down.
     unsafe { live_box::<_, BufferBox>(p, BUFFER_LIVE).map(|b| &*b) }
 }
 
@@ -155,7 +157,9 @@ pub unsafe extern "C" fn perfaux_pt_buffer_init(
     // SAFETY: `nr_pages` readable pointers that outlive the buffer.
     let pages: &'static [*mut u8] =
         unsafe { core::slice::from_raw_parts(pages.cast::<*mut u8>(), nr_pages) };
-    // SAFETY: the caller's contract, as `build_buffer` states it.
+    // SAFETY: `buf` is storage that does not move, `tables` and the pages
+    // valid for the buffer's life, `phys` NULL or readable (this function's
+    // `# Safety`): `build_buffer`'s clauses.
     unsafe { build_buffer(buf, tables, nr_tables, pages, overwrite == 1, phys) }
 }
 

@@ -55,7 +55,9 @@ const _: () = {
 /// # Safety
 /// `p` must be NULL or point to `struct perfaux_pt_cpu` storage.
 pub(crate) unsafe fn cpu_ref<'a>(p: *const perfaux_pt_cpu) -> Option<&'a CpuBox> {
-    // SAFETY: the caller's contract; live: initialized and not torn down.
+    // SAFETY: `p` is NULL or PT CPU storage (this function's `# Safety`),
+    // which `live_box` needs; the live word says it was initialized and not
+    // torn down.
     unsafe { live_box::<_, CpuBox>(p, CPU_LIVE).map(|b| &*b) }
 }
 
@@ -108,9 +110,11 @@ unsafe fn build_cpu(
         Ok(o) => o,
         Err(e) => return e.errno(),
     };
-    // SAFETY: as above.
+    // SAFETY: `b` is valid storage for a CpuBox (asserted size and
+    // alignment, this function's `# Safety`); the field is not yet written.
     unsafe { addr_of_mut!((*b).tracer).write(SoftTracer::new(phys, psb_period)) };
-    // SAFETY: as above.
+    // SAFETY: just written, living as long as the storage, which does not
+    // move (this function's `# Safety`).
     let tracer: &'static SoftTracer<'static> = unsafe { &*addr_of!((*b).tracer) };
     // SAFETY: valid storage; the live word goes last.
     unsafe {
@@ -167,7 +171,8 @@ pub unsafe extern "C" fn perfaux_pt_cpu_init_area(
         return Error::Invalid.errno();
     };
     let stamp = !platform.is_null();
-    // SAFETY: the caller's contract, as `build_cpu` states it.
+    // SAFETY: `cpu` is storage that does not move, `phys` and `platform`
+    // NULL or readable (this function's `# Safety`): `build_cpu`'s clauses.
     unsafe {
         build_cpu(cpu, phys, platform, psb_period, |p| {
             let out = AreaOutput::new(area, ring, event, buffer);
@@ -205,7 +210,9 @@ pub unsafe extern "C" fn perfaux_pt_cpu_init(
     else {
         return Error::Invalid.errno();
     };
-    // SAFETY: the caller's contract, as `build_cpu` states it.
+    // SAFETY: `cpu` is storage that does not move and `phys` NULL or
+    // readable (this function's `# Safety`); the platform is NULL:
+    // `build_cpu`'s clauses.
     unsafe {
         build_cpu(cpu, phys, ptr::null(), psb_period, |_| {
             Ok(PtOutput::Ops(COps(ops)))
