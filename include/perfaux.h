@@ -779,16 +779,6 @@ typedef struct perfaux_ring_config {
 } perfaux_ring_config;
 
 /**
- * Storage of an output handle (one record being written). Opaque.
- */
-typedef struct perfaux_output_handle {
-  /**
-   * Opaque.
-   */
-  uint64_t opaque[PERFAUX_OUTPUT_HANDLE_WORDS];
-} perfaux_output_handle;
-
-/**
  * Storage of a consumer (the reader of a writable ring). Opaque.
  */
 typedef struct perfaux_consumer {
@@ -797,6 +787,16 @@ typedef struct perfaux_consumer {
    */
   uint64_t opaque[PERFAUX_CONSUMER_WORDS];
 } perfaux_consumer;
+
+/**
+ * Storage of an output handle (one record being written). Opaque.
+ */
+typedef struct perfaux_output_handle {
+  /**
+   * Opaque.
+   */
+  uint64_t opaque[PERFAUX_OUTPUT_HANDLE_WORDS];
+} perfaux_output_handle;
 
 /**
  * Where a sample's AUX block comes from: the AUX leader's `area` and its
@@ -1417,58 +1417,6 @@ int perfaux_ring_init(struct perfaux_ring *ring,
 int perfaux_ring_fini(struct perfaux_ring *ring);
 
 /**
- * Reserves `size` bytes (a whole record, header included) in `ring` and
- * opens `handle` on them (`perf_output_begin`). `event` (NULL: id 0, no
- * trailer) names the event for the `PERF_RECORD_LOST` that goes first
- * when records were dropped. May be called from any context of the
- * ring's CPU, nested (task, IRQ, NMI).
- *
- * Returns 0, or `-ENOSPC` when the ring is paused or full (a lost record
- * is counted), `-EINVAL` for `size` 0 or above 65535, a bad `ring`,
- * `handle` or `event`, `-EBUSY` if `handle` is open already.
- *
- * # Safety
- * `handle` must be valid for writes of `sizeof(struct perfaux_output_handle)`
- * bytes and not move until `perfaux_output_end`; `ring` NULL or a ring's
- * storage; `event` NULL or readable.
- */
-int perfaux_output_begin(struct perfaux_output_handle *handle,
-                         struct perfaux_ring *ring,
-                         size_t size,
-                         const struct perfaux_output_event *event);
-
-/**
- * Copies `len` bytes into the record (`perf_output_copy`). Returns how
- * many were **not** copied (0, or what would have gone past the
- * reservation), or `-EINVAL` for a handle that is not open or NULL
- * `bytes` with a non-zero `len`.
- *
- * # Safety
- * `handle` NULL or handle storage; `bytes` readable for `len` bytes.
- */
-ptrdiff_t perfaux_output_copy(struct perfaux_output_handle *handle, const void *bytes, size_t len);
-
-/**
- * Skips `len` bytes of the record, leaving them as they are
- * (`perf_output_skip`). Returns how many were **not** skipped, or
- * `-EINVAL` for a handle that is not open.
- *
- * # Safety
- * `handle` NULL or handle storage.
- */
-ptrdiff_t perfaux_output_skip(struct perfaux_output_handle *handle, size_t len);
-
-/**
- * Publishes the record and closes the handle (`perf_output_end`); the
- * outermost writer moves `data_head` and may wake the consumer. Returns 0,
- * or `-EINVAL` for a handle that is not open.
- *
- * # Safety
- * `handle` NULL or handle storage.
- */
-int perfaux_output_end(struct perfaux_output_handle *handle);
-
-/**
  * Initializes the consumer of a writable ring over the same memory
  * (`user_page`, `chunks`, `nr_chunks`, `order` as given to
  * `perfaux_ring_init`), reading from `data_tail`. It may run on another
@@ -1520,6 +1468,58 @@ int perfaux_consumer_commit(struct perfaux_consumer *consumer);
  * `consumer` NULL or consumer storage.
  */
 int perfaux_consumer_fini(struct perfaux_consumer *consumer);
+
+/**
+ * Reserves `size` bytes (a whole record, header included) in `ring` and
+ * opens `handle` on them (`perf_output_begin`). `event` (NULL: id 0, no
+ * trailer) names the event for the `PERF_RECORD_LOST` that goes first
+ * when records were dropped. May be called from any context of the
+ * ring's CPU, nested (task, IRQ, NMI).
+ *
+ * Returns 0, or `-ENOSPC` when the ring is paused or full (a lost record
+ * is counted), `-EINVAL` for `size` 0 or above 65535, a bad `ring`,
+ * `handle` or `event`, `-EBUSY` if `handle` is open already.
+ *
+ * # Safety
+ * `handle` must be valid for writes of `sizeof(struct perfaux_output_handle)`
+ * bytes and not move until `perfaux_output_end`; `ring` NULL or a ring's
+ * storage; `event` NULL or readable.
+ */
+int perfaux_output_begin(struct perfaux_output_handle *handle,
+                         struct perfaux_ring *ring,
+                         size_t size,
+                         const struct perfaux_output_event *event);
+
+/**
+ * Copies `len` bytes into the record (`perf_output_copy`). Returns how
+ * many were **not** copied (0, or what would have gone past the
+ * reservation), or `-EINVAL` for a handle that is not open or NULL
+ * `bytes` with a non-zero `len`.
+ *
+ * # Safety
+ * `handle` NULL or handle storage; `bytes` readable for `len` bytes.
+ */
+ptrdiff_t perfaux_output_copy(struct perfaux_output_handle *handle, const void *bytes, size_t len);
+
+/**
+ * Skips `len` bytes of the record, leaving them as they are
+ * (`perf_output_skip`). Returns how many were **not** skipped, or
+ * `-EINVAL` for a handle that is not open.
+ *
+ * # Safety
+ * `handle` NULL or handle storage.
+ */
+ptrdiff_t perfaux_output_skip(struct perfaux_output_handle *handle, size_t len);
+
+/**
+ * Publishes the record and closes the handle (`perf_output_end`); the
+ * outermost writer moves `data_head` and may wake the consumer. Returns 0,
+ * or `-EINVAL` for a handle that is not open.
+ *
+ * # Safety
+ * `handle` NULL or handle storage.
+ */
+int perfaux_output_end(struct perfaux_output_handle *handle);
 
 /**
  * Computes the layout of the sample `data` of an event with `attr` (a
