@@ -1134,6 +1134,17 @@ int perfaux_event_enable(struct perfaux_event *ev);
 int64_t perfaux_event_lost_samples(const struct perfaux_event *ev);
 
 /**
+ * Closes the event (`perf_event_release`: off its PMU, out of its group;
+ * an AUX leader's samplers lose the link and go to the error state) and
+ * frees its storage. Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `ev` NULL or event storage; no other event may still refer to it as
+ * parent or output target, and no PMI of it may run.
+ */
+int perfaux_event_fini(struct perfaux_event *ev);
+
+/**
  * The overflow of a sampling event, from PMI context: pauses the AUX
  * leader first if `aux_pause`, writes the sample (with `aux_sample_size`,
  * the AUX block from the leader PMU's `snapshot_aux`) into the event's
@@ -1150,17 +1161,6 @@ int64_t perfaux_event_lost_samples(const struct perfaux_event *ev);
 int perfaux_event_overflow(struct perfaux_event *ev,
                            const struct perfaux_platform *platform,
                            const struct perfaux_sample_data *data);
-
-/**
- * Closes the event (`perf_event_release`: off its PMU, out of its group;
- * an AUX leader's samplers lose the link and go to the error state) and
- * frees its storage. Returns 0 or `-EINVAL`.
- *
- * # Safety
- * `ev` NULL or event storage; no other event may still refer to it as
- * parent or output target, and no PMI of it may run.
- */
-int perfaux_event_fini(struct perfaux_event *ev);
 
 /**
  * The ToPA table pages `perfaux_pt_buffer_init` needs at most for
