@@ -15,6 +15,19 @@ pub(super) const PSB_BASE: u64 = 2048;
 /// Intel PT offers, so that every default 4 KiB sample holds a PSB (a
 /// decoder's sync point) with room to spare.
 pub const PSB_PERIOD: u64 = PSB_BASE;
+// The simulated machine's clock: fixed, not configurable.
+/// The perf time of the first simulated cycle (ns).
+pub const START_NS: u64 = 1_000_000_000;
+/// The simulated CPUs run at 2 GHz: two cycles a nanosecond, and so does
+/// the TSC: perf time = TSC / 2 (`time_shift` 1, `time_mult` 1).
+pub const CYCLES_PER_NS: u64 = 2;
+/// Cycles each CPU runs before the rings are drained (100 µs).
+pub const QUANTUM: u64 = 200_000;
+/// Cycles a thread runs before the CPU switches to the next (1 ms).
+pub const TIMESLICE: u64 = 2_000_000;
+/// Cycles between TSC packets (10 µs).
+pub const TSC_EVERY: u64 = 20_000;
+
 /// How the PT leader's AUX area is used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {

@@ -30,8 +30,9 @@ use perfaux::sample::IrqMask;
 use typed_arena::Arena as TypedArena;
 
 use super::code::Code;
-use super::config::{Config, Mode, PSB_BASE, leader_attr, sampler_attr};
-use super::machine::{START_NS, TIMESLICE, TSC_EVERY};
+use super::config::{
+    Config, Mode, PSB_BASE, START_NS, TIMESLICE, TSC_EVERY, leader_attr, sampler_attr,
+};
 use super::memory::CpuMemory;
 use super::program::Thread;
 use super::truth::CpuTruth;

@@ -9,12 +9,45 @@ use perfaux::abi::record_type;
 use perfaux::aux::AuxConsumer;
 use perfaux::ring::Consumer;
 
-use super::Summary;
 use super::config::Mode;
 use super::cpu::Cpu;
 use super::truth::CpuTruth;
 use crate::perfdata::synth;
 use crate::perfdata::{AuxRecord, LostRecord, RecordWriter, WriterEvent, parse_sample, sample_id};
+
+/// What a run wrote.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// `PERF_RECORD_SAMPLE` records.
+    pub samples: u64,
+    /// Samples that carried AUX data.
+    pub aux_samples: u64,
+    /// Bytes of AUX data in samples.
+    pub aux_sample_bytes: u64,
+    /// `PERF_RECORD_AUX` records.
+    pub aux_records: u64,
+    /// `PERF_RECORD_AUX` records flagged TRUNCATED.
+    pub aux_truncated: u64,
+    /// Bytes of AUX data in `PERF_RECORD_AUXTRACE` records.
+    pub auxtrace_bytes: u64,
+    /// Records the data rings dropped (sum of `PERF_RECORD_LOST.lost`).
+    pub lost_records: u64,
+    /// Samples the rings refused (the events' lost-sample counts).
+    pub lost_samples: u64,
+    /// Trace events whose packets the tracers lost: their AUX areas were
+    /// full (the TRUNCATED records), the consumer behind.
+    pub lost_trace_events: u64,
+    /// Records of every type.
+    pub records: u64,
+    /// Trace bytes the tracers wrote.
+    pub trace_bytes: u64,
+    /// Simulated time per CPU (ns).
+    pub simulated_ns: u64,
+    /// Bytes of the data section.
+    pub data_bytes: u64,
+    /// The progress callback stopped the run before its end.
+    pub interrupted: bool,
+}
 
 /// Moves records from the rings into the file, counting what it moves.
 pub struct Sink<'w, R: RecordWriter> {

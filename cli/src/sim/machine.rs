@@ -10,7 +10,7 @@ use perfaux::pt::tracer::TraceHw;
 use perfaux::ring::{FixedEvent, Ring, SampleId};
 use perfaux::sample::SampleData;
 
-use super::config::{Counter, Mode};
+use super::config::{CYCLES_PER_NS, Counter, Mode, QUANTUM, START_NS, TIMESLICE, TSC_EVERY};
 use super::cpu::Cpu;
 use super::program::Thread;
 use super::truth::{Branch, SamplePoint};
@@ -20,17 +20,6 @@ const MISC_SWITCH_OUT: u16 = 1 << 13;
 /// `PERF_RECORD_MISC_SWITCH_OUT_PREEMPT`: the task was preempted.
 const MISC_SWITCH_OUT_PREEMPT: u16 = 1 << 14;
 
-/// The perf time of the first simulated cycle (ns).
-pub const START_NS: u64 = 1_000_000_000;
-/// The simulated CPUs run at 2 GHz: two cycles a nanosecond, and so does
-/// the TSC: perf time = TSC / 2 (`time_shift` 1, `time_mult` 1).
-pub const CYCLES_PER_NS: u64 = 2;
-/// Cycles each CPU runs before the rings are drained (100 µs).
-pub const QUANTUM: u64 = 200_000;
-/// Cycles a thread runs before the CPU switches to the next (1 ms).
-pub const TIMESLICE: u64 = 2_000_000;
-/// Cycles between TSC packets (10 µs).
-pub const TSC_EVERY: u64 = 20_000;
 /// One step in this many takes an interrupt.
 const IRQ_ONE_IN: u64 = 5000;
 /// Cycles an interrupt spends in the kernel.

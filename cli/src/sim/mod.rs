@@ -29,55 +29,21 @@ use perfaux::event::Event;
 use perfaux::pt::tracer::SoftTracer;
 
 pub use self::config::{
-    Config, Counter, MAX_BUFFER_BYTES, Mode, PSB_PERIOD, PT_TYPE, Stop, leader_attr,
-    max_aux_per_sample, sampler_attr,
+    CYCLES_PER_NS, Config, Counter, MAX_BUFFER_BYTES, Mode, PSB_PERIOD, PT_TYPE, START_NS, Stop,
+    leader_attr, max_aux_per_sample, sampler_attr,
 };
 pub use self::file::PROGRAM;
-pub use self::machine::{CYCLES_PER_NS, START_NS};
 
 use self::code::{Code, Shape};
+use self::config::QUANTUM;
 use self::cpu::{Arena, Cpu, EventArena, Setup};
 use self::drain::Sink;
-use self::machine::QUANTUM;
+pub use self::drain::Summary;
 use self::program::{KERNEL_TEXT_START, TEXT_START};
 use self::truth::CpuTruth;
 use crate::perfdata::synth::finished_round;
 use crate::perfdata::{Features, PipeWriter, RecordWriter, Writer, WriterEvent};
 use crate::rng::SplitMix64;
-
-/// What a run wrote.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Summary {
-    /// `PERF_RECORD_SAMPLE` records.
-    pub samples: u64,
-    /// Samples that carried AUX data.
-    pub aux_samples: u64,
-    /// Bytes of AUX data in samples.
-    pub aux_sample_bytes: u64,
-    /// `PERF_RECORD_AUX` records.
-    pub aux_records: u64,
-    /// `PERF_RECORD_AUX` records flagged TRUNCATED.
-    pub aux_truncated: u64,
-    /// Bytes of AUX data in `PERF_RECORD_AUXTRACE` records.
-    pub auxtrace_bytes: u64,
-    /// Records the data rings dropped (sum of `PERF_RECORD_LOST.lost`).
-    pub lost_records: u64,
-    /// Samples the rings refused (the events' lost-sample counts).
-    pub lost_samples: u64,
-    /// Trace events whose packets the tracers lost: their AUX areas were
-    /// full (the TRUNCATED records), the consumer behind.
-    pub lost_trace_events: u64,
-    /// Records of every type.
-    pub records: u64,
-    /// Trace bytes the tracers wrote.
-    pub trace_bytes: u64,
-    /// Simulated time per CPU (ns).
-    pub simulated_ns: u64,
-    /// Bytes of the data section.
-    pub data_bytes: u64,
-    /// The progress callback stopped the run before its end.
-    pub interrupted: bool,
-}
 
 /// How far a run has come, for a progress bar.
 #[derive(Clone, Copy, Debug)]
