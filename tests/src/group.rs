@@ -47,10 +47,7 @@ pub fn open<'g, P>(
     id: u64,
     leader: Option<&'g Event<'g, P>>,
 ) -> Event<'g, P> {
-    match try_open(attr, pmu, id, leader) {
-        Ok(e) => e,
-        Err(rule) => panic!("event {id} refused: {rule:?}"),
-    }
+    opened(try_open(attr, pmu, id, leader), id)
 }
 
 /// [`try_open_child`] of a child the test expects to open.
@@ -62,8 +59,15 @@ pub fn open_child<'g, P>(
     leader: Option<&'g Event<'g, P>>,
     parent: &'g Event<'g, P>,
 ) -> Event<'g, P> {
-    match try_open_child(attr, pmu, id, leader, parent) {
+    opened(try_open_child(attr, pmu, id, leader, parent), id)
+}
+
+/// The event an open the test expects to succeed gave, or a panic naming
+/// the rule that refused event `id`.
+#[track_caller]
+fn opened<'g, P>(open: Result<Event<'g, P>, Rule>, id: u64) -> Event<'g, P> {
+    match open {
         Ok(e) => e,
-        Err(rule) => panic!("child {id} refused: {rule:?}"),
+        Err(rule) => panic!("event {id} refused: {rule:?}"),
     }
 }

@@ -13,7 +13,7 @@ pub use packets::{PSB, PacketSummary, summarize};
 
 use perfaux::abi::record_type;
 
-use crate::perfdata::{PerfData, Record, parse_trailer, sample_id, user_record};
+use crate::perfdata::{PerfData, Record, parse_trailer, sample_id, user_record, word_at};
 
 /// The name of a record type.
 pub fn record_name(type_: u32) -> String {
@@ -59,10 +59,10 @@ fn header_misc(r: &[u8]) -> u16 {
     ])
 }
 
+/// The word at `at`, or 0 past the record's end (a line still prints;
+/// `check` reports the short record).
 fn word(r: &[u8], at: usize) -> u64 {
-    r.get(at..at + 8)
-        .and_then(|w| w.try_into().ok())
-        .map_or(0, u64::from_le_bytes)
+    word_at(r, at).unwrap_or(0)
 }
 
 /// The C string at `at` in `r`, up to its NUL.

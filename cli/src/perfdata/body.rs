@@ -7,7 +7,8 @@ use perfaux::abi::{aux_flags, record_type, sample_type as st};
 
 use super::reader::FormatError;
 
-fn u64_at(r: &[u8], at: usize) -> Option<u64> {
+/// The little-endian word at `r[at..at + 8]`, if the record holds it.
+pub fn word_at(r: &[u8], at: usize) -> Option<u64> {
     r.get(at..at + 8)
         .and_then(|w| w.try_into().ok())
         .map(u64::from_le_bytes)
@@ -27,7 +28,7 @@ fn words<const N: usize>(record: &[u8], type_: u32, what: &str) -> Result<[u64; 
     }
     let mut out = [0; N];
     for (i, w) in out.iter_mut().enumerate() {
-        *w = u64_at(record, 8 + 8 * i).ok_or_else(|| {
+        *w = word_at(record, 8 + 8 * i).ok_or_else(|| {
             FormatError(format!(
                 "{what}: {} bytes, fewer than the {} of its body",
                 record.len(),
@@ -96,7 +97,7 @@ impl AuxRecord {
 /// when the samples carry no id or the record is too short to hold it.
 pub fn sample_id(sample_type: u64, record: &[u8]) -> Option<u64> {
     if sample_type & st::IDENTIFIER != 0 {
-        return u64_at(record, 8);
+        return word_at(record, 8);
     }
     if sample_type & st::ID == 0 {
         return None;
@@ -105,7 +106,7 @@ pub fn sample_id(sample_type: u64, record: &[u8]) -> Option<u64> {
         .iter()
         .filter(|&&b| sample_type & b != 0)
         .count();
-    u64_at(record, 8 + 8 * before)
+    word_at(record, 8 + 8 * before)
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ mod sample;
 pub mod synth;
 mod writer;
 
-pub use body::{AuxRecord, LostRecord, sample_id};
+pub use body::{AuxRecord, LostRecord, sample_id, word_at};
 pub use features::{BuildId, Features, GroupDesc, IndexEntry};
 pub use inflate::inflate;
 pub use reader::{FileEvent, FormatError, PerfData, Record, Records};

@@ -55,6 +55,9 @@ pub struct Sink<'w, R: RecordWriter> {
     pub writer: &'w mut R,
     /// The file's events, to find a sample's attr by its id.
     events: &'w [WriterEvent],
+    /// The first event's `sample_type`, which says where every sample's
+    /// id is (`evsel__calc_id_pos`: all events agree).
+    id_sample_type: u64,
     /// What has been written so far.
     pub summary: Summary,
     /// Where a record that wraps the ring's end is put together.
@@ -67,6 +70,7 @@ impl<'w, R: RecordWriter> Sink<'w, R> {
         Sink {
             writer,
             events,
+            id_sample_type: events.first().map_or(0, |e| e.attr.sample_type),
             summary: Summary::default(),
             scratch: vec![0; 1 << 16],
         }
@@ -87,8 +91,7 @@ impl<'w, R: RecordWriter> Sink<'w, R> {
         match header.type_ {
             record_type::SAMPLE => {
                 self.summary.samples += 1;
-                let first = self.events.first().map_or(0, |e| e.attr.sample_type);
-                let id = sample_id(first, r).ok_or("a sample without its id")?;
+                let id = sample_id(self.id_sample_type, r).ok_or("a sample without its id")?;
                 let attr = self
                     .events
                     .iter()
