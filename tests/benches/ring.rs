@@ -352,6 +352,26 @@ fn pt_path(c: &mut Criterion) {
         tracer.trace(e);
     }
     let per_batch = tracer.written() - before;
+    // A loop's worth: conditional branches only, whose TNT bits make a
+    // packet every 47 events (the floor of the per-event cost).
+    let branches: Vec<TraceEvent> = (0..4096)
+        .map(|i| TraceEvent::Conditional {
+            taken: i % 3 == 0,
+            next: 0x40_0000,
+        })
+        .collect();
+    let before = tracer.written();
+    for &e in &branches {
+        tracer.trace(e);
+    }
+    group.throughput(Throughput::Bytes(tracer.written() - before));
+    group.bench_function("tracer/4096-branches", |b| {
+        b.iter(|| {
+            for &e in &branches {
+                tracer.trace(black_box(e));
+            }
+        })
+    });
     group.throughput(Throughput::Bytes(per_batch));
     group.bench_function("tracer/4096-events", |b| {
         b.iter(|| {

@@ -130,16 +130,35 @@ impl IpCompressor {
     /// Writes `kind` with `ip` (`None`: suppressed) into `out` and returns
     /// its length (1 to 9 bytes).
     pub fn encode(&mut self, kind: IpPacket, ip: Option<u64>, out: &mut [u8; 9]) -> usize {
+        let (packet, n) = self.encode_packed(kind, ip);
+        out.copy_from_slice(&packet[..9]);
+        n
+    }
+
+    /// [`encode`](Self::encode) into the first bytes of a 16-byte array
+    /// (the rest zero), returned with the packet's length. The packet is
+    /// built in a register and stored once, so a copy of its bytes reads
+    /// back one store (several byte stores read back as one word would
+    /// stall the CPU's store forwarding).
+    #[inline]
+    pub fn encode_packed(&mut self, kind: IpPacket, ip: Option<u64>) -> ([u8; 16], usize) {
         let Some(ip) = ip else {
-            out[0] = kind.opcode();
-            return 1;
+            return (u128::from(kind.opcode()).to_le_bytes(), 1);
         };
         let bytes = self.choose(ip);
-        out[0] = ((bytes as u8) << 5) | kind.opcode();
         let n = bytes.payload_len();
-        out[1..1 + n].copy_from_slice(&ip.to_le_bytes()[..n]);
+        let header = ((bytes as u8) << 5) | kind.opcode();
+        // The payload: the low `n` bytes of the IP (n is 0, 2, 4, 6 or 8).
+        let payload = if n >= 8 {
+            ip
+        } else {
+            ip & ((1u64 << (8 * n)) - 1)
+        };
         self.last_ip = ip;
-        1 + n
+        (
+            (u128::from(header) | (u128::from(payload) << 8)).to_le_bytes(),
+            1 + n,
+        )
     }
 }
 
@@ -176,14 +195,13 @@ pub const fn long_tnt(bits: u64, count: u8) -> [u8; 8] {
         count
     };
     let payload = (1u64 << n) | (bits & ((1u64 << n) - 1));
-    let b = payload.to_le_bytes();
-    [0x02, 0xa3, b[0], b[1], b[2], b[3], b[4], b[5]]
+    // One word (no byte-wise assembly: see `IpCompressor::encode_packed`).
+    (0xa302 | (payload << 16)).to_le_bytes()
 }
 
 /// TSC: `19` + the low 56 bits of the timestamp counter.
 pub const fn tsc(value: u64) -> [u8; 8] {
-    let b = value.to_le_bytes();
-    [0x19, b[0], b[1], b[2], b[3], b[4], b[5], b[6]]
+    (0x19 | (value << 8)).to_le_bytes()
 }
 
 /// MTC: `59` + 8 bits of the crystal clock counter.

@@ -283,8 +283,28 @@ impl PacketStream {
         self.covered = self.events;
     }
 
+    /// [`feed`](Self::feed) of a conditional branch when that only gathers
+    /// its TNT bit: packet generation on, no PSB+ due and room for the bit
+    /// with no TNT packet to emit. Returns `false`, having done nothing,
+    /// when it would emit a packet (feed it then).
+    #[inline(always)]
+    pub fn try_tnt(&mut self, taken: bool, next: u64) -> bool {
+        if self.since_psb >= self.psb_period
+            || !(self.enabled && self.config.branches)
+            || self.tnt_count + 1 >= LONG_TNT_MAX
+        {
+            return false;
+        }
+        self.last_bit = self.events;
+        self.events += 1;
+        self.tnt_bits = (self.tnt_bits << 1) | u64::from(taken);
+        self.tnt_count += 1;
+        self.current_ip = next;
+        true
+    }
+
     /// Emits the packets for `event` into `sink`.
-    pub fn feed(&mut self, event: TraceEvent, sink: &mut dyn PacketSink) {
+    pub fn feed<S: PacketSink + ?Sized>(&mut self, event: TraceEvent, sink: &mut S) {
         self.events += 1;
         if self.since_psb >= self.psb_period {
             self.flush_tnt(sink);
@@ -388,7 +408,8 @@ impl PacketStream {
     }
 
     /// Emits the branch outcomes gathered so far (before a stop, say).
-    pub fn flush_tnt(&mut self, sink: &mut dyn PacketSink) {
+    #[inline]
+    pub fn flush_tnt<S: PacketSink + ?Sized>(&mut self, sink: &mut S) {
         match self.tnt_count {
             0 => {}
             n if n <= SHORT_TNT_MAX => self.put(&[short_tnt(self.tnt_bits as u8, n)], sink),
@@ -403,12 +424,12 @@ impl PacketStream {
 
     /// Tracing stops (TraceEn cleared): the return stack is forgotten, as
     /// the decoder cannot know what ran meanwhile.
-    pub fn stop(&mut self, sink: &mut dyn PacketSink) {
+    pub fn stop<S: PacketSink + ?Sized>(&mut self, sink: &mut S) {
         self.flush_tnt(sink);
         self.returns.clear();
     }
 
-    fn tnt(&mut self, taken: bool, sink: &mut dyn PacketSink) {
+    fn tnt<S: PacketSink + ?Sized>(&mut self, taken: bool, sink: &mut S) {
         // This event's (`feed` counted it already).
         self.last_bit = self.events - 1;
         self.tnt_bits = (self.tnt_bits << 1) | u64::from(taken);
@@ -418,7 +439,7 @@ impl PacketStream {
         }
     }
 
-    fn disable(&mut self, ip: Option<u64>, sink: &mut dyn PacketSink) {
+    fn disable<S: PacketSink + ?Sized>(&mut self, ip: Option<u64>, sink: &mut S) {
         self.tip(IpPacket::TipPgd, ip, sink);
         self.enabled = false;
         self.returns.clear();
@@ -427,7 +448,8 @@ impl PacketStream {
     /// The PSB+ block: PSB, the next instruction (FUP, when packets are
     /// generated), MODE.Exec, TSC (if on), CBR, PSBEND. IP compression and
     /// return compression restart after it.
-    fn psb_plus(&mut self, sink: &mut dyn PacketSink) {
+    #[cold]
+    fn psb_plus<S: PacketSink + ?Sized>(&mut self, sink: &mut S) {
         self.since_psb = 0;
         self.put(&PSB, sink);
         self.ip.reset();
@@ -448,19 +470,20 @@ impl PacketStream {
 
     /// An IP packet of the current event, after the branch bits gathered
     /// before it: a decoder walks up to it.
-    fn tip(&mut self, kind: IpPacket, ip: Option<u64>, sink: &mut dyn PacketSink) {
+    fn tip<S: PacketSink + ?Sized>(&mut self, kind: IpPacket, ip: Option<u64>, sink: &mut S) {
         self.flush_tnt(sink);
         self.ip_packet(kind, ip, sink);
         self.covered = self.events;
     }
 
-    fn ip_packet(&mut self, kind: IpPacket, ip: Option<u64>, sink: &mut dyn PacketSink) {
-        let mut buf = [0u8; 9];
-        let n = self.ip.encode(kind, ip, &mut buf);
-        self.put(&buf[..n], sink);
+    #[inline]
+    fn ip_packet<S: PacketSink + ?Sized>(&mut self, kind: IpPacket, ip: Option<u64>, sink: &mut S) {
+        let (packet, n) = self.ip.encode_packed(kind, ip);
+        self.put(packet.get(..n).unwrap_or(&packet), sink);
     }
 
-    fn put(&mut self, bytes: &[u8], sink: &mut dyn PacketSink) {
+    #[inline(always)]
+    fn put<S: PacketSink + ?Sized>(&mut self, bytes: &[u8], sink: &mut S) {
         self.since_psb = self.since_psb.saturating_add(bytes.len() as u64);
         sink.write(bytes);
     }

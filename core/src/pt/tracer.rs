@@ -18,7 +18,7 @@
 use core::cell::{Cell, RefCell, UnsafeCell};
 use core::ops::Range;
 
-use crate::sync::{LocalBool, LocalU32, LocalU64, barrier};
+use crate::sync::{LocalBool, LocalPtr, LocalU32, LocalU64, barrier};
 
 use super::config::{PtConfig, rtit_ctl};
 use super::stream::{PacketSink, PacketStream, TraceEvent};
@@ -83,6 +83,10 @@ pub struct SoftTracer<'p> {
     /// PMI that interrupts the write (the `interrupt` hook) and calls back
     /// into the tracer never makes a second reference.
     stream: UnsafeCell<Option<PacketStream>>,
+    /// The bytes of the unit being gathered (see [`Unit`]), kept here so
+    /// that no event pays for a fresh buffer. Under the same discipline as
+    /// `stream`: only the holder of `writing` touches it.
+    unit: UnsafeCell<[u8; UNIT_CAP]>,
     /// `trace` is writing packets (it holds the stream). Set and cleared
     /// around the write with `barrier()`, so a PMI on this CPU sees it set
     /// for every access the write makes.
@@ -111,6 +115,16 @@ pub struct SoftTracer<'p> {
     /// state (PacketEn, the last IP, the return stack) ends: nothing of it
     /// leaks into the next event's trace.
     fresh: LocalBool,
+    /// The write window: where the output position is in memory, and the
+    /// bytes left from there to the end of its ToPA region (0: no window;
+    /// the next write takes the general path, which walks the tables and
+    /// opens a new one). A unit shorter than the window goes straight in,
+    /// with no table walk and no address translation: it cannot reach the
+    /// region's end, so no END link, INT or STOP can be in its way.
+    /// Closed by every write of the output MSRs and of TraceEn (the tables
+    /// may have changed meanwhile, and the hardware re-reads them then).
+    window: LocalPtr<u8>,
+    window_room: LocalU64,
     /// ToPA PMIs raised and not yet taken.
     pmi: LocalU32,
     /// The output stopped (a STOP region filled, or a table error) inside
@@ -151,6 +165,7 @@ impl<'p> SoftTracer<'p> {
         SoftTracer {
             phys,
             stream: UnsafeCell::new(None),
+            unit: UnsafeCell::new([0; UNIT_CAP]),
             writing: LocalBool::new(false),
             psb_base,
             ctl: LocalU64::new(config.rtit_ctl() | rtit_ctl::TOPA),
@@ -160,6 +175,8 @@ impl<'p> SoftTracer<'p> {
             status: LocalU64::new(0),
             packet_bytes: LocalU64::new(0),
             fresh: LocalBool::new(false),
+            window: LocalPtr::null(),
+            window_room: LocalU64::new(0),
             pmi: LocalU32::new(0),
             halted: LocalBool::new(false),
             events: LocalU64::new(0),
@@ -173,8 +190,10 @@ impl<'p> SoftTracer<'p> {
         }
     }
 
-    /// Sets or clears `RTIT_CTL` bits.
+    /// Sets or clears `RTIT_CTL` bits. Closes the write window: a driver
+    /// may have changed the tables while TraceEn was clear.
     fn set_ctl(&self, bits: u64, on: bool) {
+        self.close_window();
         let ctl = self.ctl.load();
         self.ctl.store(if on { ctl | bits } else { ctl & !bits });
     }
@@ -199,7 +218,43 @@ impl<'p> SoftTracer<'p> {
 
     /// Something happened on the CPU: the packets for it go to the output
     /// while tracing is on, and are not generated at all while it is off.
+    #[inline(always)]
     pub fn trace(&self, event: TraceEvent) {
+        // Most events are conditional branches, and most of those only add
+        // a TNT bit: that path touches a few words and writes nothing out.
+        if let TraceEvent::Conditional { taken, next } = event {
+            if self.try_tnt(taken, next) {
+                return;
+            }
+        }
+        self.trace_event(event);
+    }
+
+    /// A conditional branch that only adds a TNT bit to the packet
+    /// generator (no packet is due: see [`PacketStream::try_tnt`]); `false`
+    /// when it takes the general path.
+    #[inline(always)]
+    fn try_tnt(&self, taken: bool, next: u64) -> bool {
+        if !self.tracing() || self.writing.load() || self.fresh.load() {
+            return false;
+        }
+        self.writing.store(true);
+        barrier();
+        // SAFETY: `writing` was clear and is now set: no other reference to
+        // the stream exists or is made until it is cleared (the invariant).
+        let stream = unsafe { &mut *self.stream.get() };
+        let done = stream.as_mut().is_some_and(|s| s.try_tnt(taken, next));
+        if done {
+            self.events.store(self.events.load() + 1);
+        }
+        barrier();
+        self.writing.store(false);
+        done
+    }
+
+    /// [`trace`](Self::trace) in general.
+    #[inline(never)]
+    fn trace_event(&self, event: TraceEvent) {
         if let TraceEvent::Time(tsc) = event {
             self.clock.store(tsc);
         }
@@ -223,8 +278,10 @@ impl<'p> SoftTracer<'p> {
             self.fresh.store(false);
             *stream = None;
         }
-        let stream =
-            stream.get_or_insert_with(|| PacketStream::with_config(self.psb_base, self.config()));
+        let stream = match stream {
+            Some(s) => s,
+            None => self.new_stream(stream),
+        };
         stream.set_clock(self.clock.load());
         let index = self.events.load();
         let pending = stream.unwritten_events();
@@ -247,6 +304,13 @@ impl<'p> SoftTracer<'p> {
         self.packet_bytes.store(stream.packet_bytes().min(0x1_ffff));
         barrier();
         self.writing.store(false);
+    }
+
+    /// The packet generator of a new stream, in `slot`, for the
+    /// configuration `RTIT_CTL` holds.
+    #[cold]
+    fn new_stream<'s>(&self, slot: &'s mut Option<PacketStream>) -> &'s mut PacketStream {
+        slot.insert(PacketStream::with_config(self.psb_base, self.config()))
     }
 
     /// The output stopped: records the events `lost` and restarts the
@@ -354,10 +418,79 @@ impl<'p> SoftTracer<'p> {
     /// Writes one unit of packets at the output position: all of it, or,
     /// when it does not fit before the end of a STOP region, PAD up to that
     /// end and none of it. Returns whether the unit was written.
+    #[inline]
     fn emit(&self, bytes: &[u8]) -> bool {
         if !self.tracing() {
             return false;
         }
+        if (bytes.len() as u64) < self.window_room.load() {
+            // SAFETY: the window holds more than `bytes.len()` bytes
+            // (`open_window`), memory the driver handed to the tracer, which
+            // `bytes` (the tracer's unit buffer or a constant) does not
+            // overlap.
+            unsafe { copy_short(self.window.load(), bytes) };
+            self.advance(bytes.len());
+            return true;
+        }
+        let written = self.emit_slow(bytes);
+        self.open_window();
+        written
+    }
+
+    /// `n` bytes were written at the start of the window, fewer than it
+    /// holds: the output position moves past them, the tap sees them, and
+    /// the interrupt hook may run (a PMI after a piece written).
+    #[inline]
+    fn advance(&self, n: usize) {
+        let dst = self.window.load();
+        self.window.store(dst.wrapping_add(n));
+        self.window_room.store(self.window_room.load() - n as u64);
+        // The offset (bits 63:32) stays inside the region: no carry.
+        self.mask_ptrs
+            .store(self.mask_ptrs.load() + ((n as u64) << 32));
+        self.written.store(self.written.load() + n as u64);
+        if let Some(tap) = self.tap.get() {
+            // SAFETY: the `n` bytes at `dst` were just written by this
+            // tracer, which nothing else writes meanwhile (the region is the
+            // tracer's); the view ends with this call.
+            let bytes = unsafe { core::slice::from_raw_parts(dst.cast_const(), n) };
+            if let Ok(mut t) = tap.try_borrow_mut() {
+                t.write(bytes);
+            }
+        }
+        if let Some(f) = self.interrupt.get() {
+            f();
+        }
+    }
+
+    /// Closes the write window (see `window`).
+    #[inline]
+    fn close_window(&self) {
+        self.window_room.store(0);
+    }
+
+    /// Opens the write window at the output position, if tracing through
+    /// ToPA into a region with room left (an END link, a full region and
+    /// single-range output take the general path).
+    fn open_window(&self) {
+        self.close_window();
+        if !self.tracing() || !self.uses_topa() {
+            return;
+        }
+        let pos = TopaPosition::from_mask_ptrs(0, self.mask_ptrs.load());
+        let entry = self.entry(self.base.load(), pos.index);
+        if entry.is_end() || pos.offset >= entry.size() {
+            return;
+        }
+        self.window
+            .store(self.phys.to_virt(entry.base() + pos.offset));
+        self.window_room.store(entry.size() - pos.offset);
+    }
+
+    /// [`emit`](Self::emit) where the unit may reach the end of the
+    /// current region: through the tables.
+    #[cold]
+    fn emit_slow(&self, bytes: &[u8]) -> bool {
         if !self.uses_topa() {
             self.emit_single(bytes);
             return true;
@@ -500,38 +633,70 @@ impl<'p> SoftTracer<'p> {
     }
 }
 
-/// The packets of one trace event, gathered so that they reach the output
-/// whole or not at all (see [`SoftTracer::emit`]).
+/// The packets of one trace event, on their way to the output whole or not
+/// at all (see [`SoftTracer::emit`]).
+///
+/// Where the write window holds more than a unit can take, the unit is
+/// written straight into it (*direct*): every byte lands strictly inside
+/// the current region, where no END link, INT or STOP can be met, so the
+/// unit is whole by construction. Otherwise its bytes are gathered in the
+/// tracer's unit buffer and handed to [`SoftTracer::emit`] at the end,
+/// which writes them all or pads the STOP region instead.
 struct Unit<'t, 'p> {
     tracer: &'t SoftTracer<'p>,
-    bytes: [u8; UNIT_CAP],
+    /// Where the unit's bytes go: the window, or the unit buffer.
+    dst: *mut u8,
+    /// `dst` is the window.
+    direct: bool,
+    /// Bytes written at `dst`, at most `UNIT_CAP`.
     len: usize,
     /// Some of the unit's bytes were not written.
     dropped: bool,
 }
 
 impl<'t, 'p> Unit<'t, 'p> {
+    /// A unit of `tracer`, which must hold `writing` (its unit buffer is
+    /// this unit's until it is cleared).
+    #[inline]
     fn new(tracer: &'t SoftTracer<'p>) -> Self {
+        let direct = tracer.window_room.load() > UNIT_CAP as u64;
+        let dst = if direct {
+            tracer.window.load()
+        } else {
+            tracer.unit.get().cast::<u8>()
+        };
         Unit {
             tracer,
-            bytes: [0; UNIT_CAP],
+            dst,
+            direct,
             len: 0,
             dropped: false,
         }
     }
 
-    /// Hands the bytes gathered to the output.
+    /// Hands the bytes written to the output: moves the output position
+    /// past them (direct), or emits them (gathered). A unit that goes on
+    /// after a flush gathers, as the window may have moved.
+    #[inline]
     fn flush(&mut self) {
-        if self.len > 0 {
-            let written = self
-                .tracer
-                .emit(self.bytes.get(..self.len).unwrap_or_default());
-            self.dropped |= !written;
-            self.len = 0;
+        if self.len == 0 {
+            return;
         }
+        if self.direct {
+            self.tracer.advance(self.len);
+            self.direct = false;
+            self.dst = self.tracer.unit.get().cast::<u8>();
+        } else {
+            // SAFETY: the first `len <= UNIT_CAP` bytes of the unit buffer
+            // were written by this unit, which holds it (`new`).
+            let bytes = unsafe { core::slice::from_raw_parts(self.dst.cast_const(), self.len) };
+            self.dropped |= !self.tracer.emit(bytes);
+        }
+        self.len = 0;
     }
 
     /// Writes what is left; returns whether every byte was written.
+    #[inline]
     fn finish(mut self) -> bool {
         self.flush();
         !self.dropped
@@ -539,18 +704,66 @@ impl<'t, 'p> Unit<'t, 'p> {
 }
 
 impl PacketSink for Unit<'_, '_> {
+    #[inline(always)]
     fn write(&mut self, bytes: &[u8]) {
         if bytes.len() > UNIT_CAP - self.len {
             // More than one event makes (UNIT_CAP bounds it): the unit is
             // split, still in order.
             self.flush();
         }
-        match self.bytes.get_mut(self.len..self.len + bytes.len()) {
-            Some(dst) => {
-                dst.copy_from_slice(bytes);
-                self.len += bytes.len();
+        if bytes.len() <= UNIT_CAP - self.len {
+            // SAFETY: `dst` has room for `UNIT_CAP` bytes (the unit buffer,
+            // or a window of more than that, see `new`), and `len +
+            // bytes.len() <= UNIT_CAP`; `bytes` is a packet on the stack or
+            // a constant, not the output or the unit buffer.
+            unsafe { copy_short(self.dst.add(self.len), bytes) };
+            self.len += bytes.len();
+        } else {
+            self.dropped |= !self.tracer.emit(bytes);
+        }
+    }
+}
+
+/// Copies `src` (at most a unit, usually a packet of a few bytes) to `dst`
+/// inline, with overlapping unaligned moves instead of a call to `memcpy`,
+/// which costs more than such a copy.
+///
+/// # Safety
+/// `dst` must be valid for writes of `src.len()` bytes and not overlap `src`.
+#[inline(always)]
+unsafe fn copy_short(dst: *mut u8, src: &[u8]) {
+    let n = src.len();
+    let s = src.as_ptr();
+    // SAFETY: every move reads inside `src` and writes inside
+    // `dst[..n]`: a move of `W` bytes at `0`, `n - W` or `i < n - W`
+    // happens only when `n >= W` (the caller's contract gives `dst`).
+    unsafe {
+        if n >= 16 {
+            let mut i = 0;
+            while i + 16 < n {
+                let v = s.add(i).cast::<u128>().read_unaligned();
+                dst.add(i).cast::<u128>().write_unaligned(v);
+                i += 16;
             }
-            None => self.dropped |= !self.tracer.emit(bytes),
+            let v = s.add(n - 16).cast::<u128>().read_unaligned();
+            dst.add(n - 16).cast::<u128>().write_unaligned(v);
+        } else if n >= 8 {
+            let a = s.cast::<u64>().read_unaligned();
+            let b = s.add(n - 8).cast::<u64>().read_unaligned();
+            dst.cast::<u64>().write_unaligned(a);
+            dst.add(n - 8).cast::<u64>().write_unaligned(b);
+        } else if n >= 4 {
+            let a = s.cast::<u32>().read_unaligned();
+            let b = s.add(n - 4).cast::<u32>().read_unaligned();
+            dst.cast::<u32>().write_unaligned(a);
+            dst.add(n - 4).cast::<u32>().write_unaligned(b);
+        } else if n >= 2 {
+            let a = s.cast::<u16>().read_unaligned();
+            let b = s.add(n - 2).cast::<u16>().read_unaligned();
+            dst.cast::<u16>().write_unaligned(a);
+            dst.add(n - 2).cast::<u16>().write_unaligned(b);
+        } else if n == 1 {
+            dst.write(s.read());
         }
     }
 }
@@ -604,6 +817,7 @@ impl TraceHw for SoftTracer<'_> {
     }
 
     fn set_output(&self, base: u64, mask_ptrs: u64) {
+        self.close_window();
         self.base.store(base);
         self.mask_ptrs.store(mask_ptrs);
     }
