@@ -329,13 +329,13 @@ pub unsafe fn copy_to(dst: *mut u8, src: &[u8]) {
     };
 }
 
-/// [`copy_to`] on plain memory.
+/// [`copy_to`] on plain memory (never loom's model of it: for buffers that
+/// are not ring memory, such as a [`SliceSink`](crate::ring::SliceSink)'s).
 ///
 /// # Safety
 /// As for [`copy_to`].
-#[cfg(not(loom))]
 #[inline(always)]
-unsafe fn copy_to_memory(dst: *mut u8, src: &[u8]) {
+pub(crate) unsafe fn copy_to_memory(dst: *mut u8, src: &[u8]) {
     const PIECE: usize = 2048;
     let len = src.len();
     let s = src.as_ptr();

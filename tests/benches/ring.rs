@@ -28,7 +28,7 @@ use bbqueue::nicknames::Churrasco;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use perfaux::abi::{PerfEventAttr, sample_type as st};
 use perfaux::aux::AuxConfig;
-use perfaux::ring::{FixedEvent, RingConfig};
+use perfaux::ring::{FixedEvent, RingConfig, SliceSink};
 use perfaux::sample::{AuxSampling, NoIrqMask, SampleData, write_sample};
 use perfaux_tests::mem::{AuxMemory, PageBlock, RingMemory};
 use perfaux_tests::pmu::TestPmu;
@@ -262,20 +262,6 @@ fn sample_path(c: &mut Criterion) {
     group.finish();
 }
 
-/// A sink writing into a preallocated buffer (reset by the caller).
-struct BufSink {
-    buf: Vec<u8>,
-    len: usize,
-}
-
-impl perfaux::ring::OutputSink for BufSink {
-    fn copy(&mut self, bytes: &[u8]) -> usize {
-        self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
-        self.len += bytes.len();
-        0
-    }
-}
-
 /// The software PT tracer: packet bytes per second through ToPA into a
 /// 64 KiB AUX area; and `snapshot_aux` (stop, position, copy_aux, restart)
 /// of 4, 16 and 64 KiB against a memcpy of the same bytes.
@@ -285,7 +271,7 @@ fn pt_path(c: &mut Criterion) {
     use perfaux::pt::pmu::PtPmu;
     use perfaux::pt::stream::TraceEvent;
     use perfaux::pt::topa::{IdentityMap, TopaTable};
-    use perfaux::pt::tracer::SoftTracer;
+    use perfaux::pt::tracer::{SoftTracer, TraceHw};
 
     let mut group = c.benchmark_group("pt");
     let mem = RingMemory::new(4, 0);
@@ -383,28 +369,46 @@ fn pt_path(c: &mut Criterion) {
 
     for size in [4096u64, 16384, 65536] {
         group.throughput(Throughput::Bytes(size));
-        let mut sink = BufSink {
-            buf: vec![0; size as usize],
-            len: 0,
-        };
-        group.bench_function(
-            BenchmarkId::new(format!("snapshot-{size}"), "perfaux"),
-            |b| {
-                b.iter(|| {
-                    sink.len = 0;
-                    let n = pt.snapshot_aux(&info, &mut sink, black_box(size));
-                    black_box(n);
-                })
-            },
-        );
-        let src = vec![7u8; size as usize];
-        let mut dst = vec![0u8; size as usize];
+        // The snapshot goes into a page-aligned buffer through perfaux's
+        // SliceSink, which copies as a ring's output handle does.
+        let block = PageBlock::new(size as usize);
+        {
+            // SAFETY: the block is `size` bytes, zeroed, used only through
+            // this slice while it lives.
+            let buf = unsafe { std::slice::from_raw_parts_mut(block.ptr(), size as usize) };
+            let mut sink = SliceSink::new(buf);
+            group.bench_function(
+                BenchmarkId::new(format!("snapshot-{size}"), "perfaux"),
+                |b| {
+                    b.iter(|| {
+                        sink.clear();
+                        let n = pt.snapshot_aux(&info, &mut sink, black_box(size));
+                        black_box(n);
+                    })
+                },
+            );
+        }
+        // One memcpy of as many bytes into the same buffer, from a source
+        // at the snapshot's offset in its page: the trace ends anywhere in a
+        // page (its position now), and the snapshot starts `size` (a number
+        // of pages) before.
+        let start = (tracer.output().1 >> 32) as usize % 4096;
+        let src = PageBlock::new(size as usize + 4096);
+        let dst = block.ptr();
         group.bench_function(
             BenchmarkId::new(format!("snapshot-{size}"), "memcpy"),
             |b| {
                 b.iter(|| {
-                    dst.copy_from_slice(black_box(&src));
-                    black_box(&dst);
+                    // SAFETY: `start + size` bytes lie in `src`; `dst` is the
+                    // sink's block of `size` bytes (the sink is gone).
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            black_box(src.ptr().add(start)),
+                            dst,
+                            size as usize,
+                        )
+                    };
+                    black_box(dst);
                 })
             },
         );

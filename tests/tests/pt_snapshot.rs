@@ -243,3 +243,48 @@ fn the_pt_config_is_checked_at_open_and_programmed_at_start() {
         leader.sched_out();
     });
 }
+
+/// `pt_read_offset`: the table `OUTPUT_BASE` names is found in a buffer of
+/// several tables (1024 single pages: three), wherever the trace is, and a
+/// snapshot there holds the newest bytes the tracer wrote, across the
+/// table boundaries it crossed.
+#[test]
+fn a_snapshot_finds_its_table_in_a_buffer_of_several() {
+    use perfaux::pt::tracer::TraceHw;
+    use perfaux::ring::SliceSink;
+    let mem = RingMemory::new(4, 0);
+    let aux = AuxMemory::new(1024, 0);
+    assert_eq!(perfaux::pt::topa::tables_for_pages(1024), 3);
+    with_pt(&mem, &aux, true, 2048, FixedEvent::default(), |p| {
+        let (tracer, pt, model) = (p.tracer, p.pmu, p.model);
+        let attr = PerfEventAttr::new(136);
+        let info = EventInfo {
+            attr: &attr,
+            id: 1,
+            cpu: 0,
+            aux_paused: false,
+        };
+        pt.add(&info, perfaux::pmu::ef::START).unwrap();
+        tracer.trace(TraceEvent::Enable(0x40_0000));
+        let mut bases = std::collections::BTreeSet::new();
+        let mut out = vec![0u8; 65536];
+        // Over 4 MiB: the trace passes through every table and wraps.
+        while tracer.written() < 4 * 1024 * 1024 + 300_000 {
+            for i in 0..4096u64 {
+                // Targets 4 GiB apart: TIPs of 7 bytes.
+                tracer.trace(TraceEvent::Indirect {
+                    target: 0x40_0000 + (i % 2) * (1 << 32),
+                });
+            }
+            bases.insert(tracer.output().0);
+            let mut sink = SliceSink::new(&mut out);
+            assert_eq!(pt.snapshot_aux(&info, &mut sink, 65536), 65536);
+            let all = &model.borrow().0;
+            if let Some(newest) = all.len().checked_sub(65536).map(|from| &all[from..]) {
+                assert_eq!(sink.written(), newest);
+            }
+        }
+        assert_eq!(bases.len(), 3, "snapshots in each of the three tables");
+        pt.del(&info, 0);
+    })
+}

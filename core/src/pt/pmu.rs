@@ -15,7 +15,7 @@
 
 use super::buffer::PtBuffer;
 use super::config::PtConfig;
-use super::topa::{PhysMap, Topa, TopaPosition};
+use super::topa::{PhysMap, Topa, TopaPosition, TopaTable};
 use super::tracer::{STATUS_ERROR, STATUS_STOPPED, TraceHw};
 use crate::abi::{PAGE_SIZE, aux_flags};
 use crate::aux::{AreaOutput, AuxArea, AuxOutput, AuxTransaction, copy_aux_pages};
@@ -209,12 +209,23 @@ impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> PtPmu<'x, O> {
     /// The output position as the MSRs say (`pt_read_offset`): which table
     /// `OUTPUT_BASE` names, and the entry and offset in it. `None` for a
     /// table that is not the buffer's (broken hardware, or a driver bug).
+    ///
+    /// The table is found as `pt_read_offset` finds it, from
+    /// `phys_to_virt(OUTPUT_BASE)`: the tables are one slice, so its index
+    /// is the distance from the first, checked against `to_phys` of the
+    /// table found. Only where the map does not give the slice's own
+    /// address back (tables in memory with a second mapping, such as
+    /// vmalloc's) are the tables searched one by one.
     fn hw_position(&self, topa: &Topa<'_>) -> Option<TopaPosition> {
         let (base, mask) = self.hw.output();
-        let table = topa
-            .tables()
-            .iter()
-            .position(|t| self.phys.to_phys(core::ptr::from_ref(t).cast()) == base)?;
+        let tables = topa.tables();
+        let is_base = |t: &TopaTable| self.phys.to_phys(core::ptr::from_ref(t).cast()) == base;
+        let distance = (self.phys.to_virt(base) as usize).wrapping_sub(tables.as_ptr() as usize);
+        let guess = distance / core::mem::size_of::<TopaTable>();
+        let table = match tables.get(guess) {
+            Some(t) if distance % core::mem::size_of::<TopaTable>() == 0 && is_base(t) => guess,
+            _ => tables.iter().position(is_base)?,
+        };
         Some(TopaPosition::from_mask_ptrs(table, mask))
     }
 

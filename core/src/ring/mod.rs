@@ -35,11 +35,13 @@ mod hook;
 mod output;
 pub(crate) mod pages;
 mod sample_id;
+mod sink;
 
 pub use crate::platform::Wakeup;
 pub use buffer::{Ring, RingConfig, SelfMonitoring};
 pub use consumer::{BackwardReader, Consumer, read_header};
 pub use hook::{Mutation, NestHook, NoHook, Point};
-pub use output::{OutputHandle, OutputSink};
+pub use output::OutputHandle;
 pub use pages::{DataPages, MAX_DATA_SIZE, MAX_ORDER, PAGE_SHIFT};
 pub use sample_id::{FixedEvent, MAX_SAMPLE_ID_SIZE, OutputEvent, SampleId};
+pub use sink::{OutputSink, SliceSink};

@@ -21,6 +21,7 @@ use super::buffer::Ring;
 use super::hook::{Mutation, NestHook, Point};
 use super::pages::Chunks;
 use super::sample_id::OutputEvent;
+use super::sink::OutputSink;
 use crate::abi::{MAX_RECORD_SIZE, PerfEventHeader, record_type};
 use crate::error::{Error, Result};
 use crate::sync::{Ordering, barrier, compiler_fence, copy_to};
@@ -383,15 +384,6 @@ impl<H: NestHook> OutputHandle<'_, '_, H> {
             let _ = self.put_sample_id(&t);
         }
     }
-}
-
-/// Where copied bytes go: a record being written. `copy_aux` and a PMU's
-/// `snapshot_aux` write through it, so the same driver code serves perfaux's
-/// own [`OutputHandle`] and, in the kernel module, Linux's
-/// `struct perf_output_handle` behind a C callback.
-pub trait OutputSink {
-    /// Copies `bytes` into the record; returns how many were **not** copied.
-    fn copy(&mut self, bytes: &[u8]) -> usize;
 }
 
 impl<H: NestHook> OutputSink for OutputHandle<'_, '_, H> {
