@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! The write path of the data ring, side by side with peers, in one run.
 //!
-//! - `write/<size>/{perfaux,rtrb,bbqueue}`: one record of `size` bytes per
-//!   iteration (reserve, copy, publish); the consumer gives the space back
-//!   in bulk every 64 KiB for all three, so its cost is amortized alike.
+//! - `write/<size>/{perfaux,minimal,rtrb,bbqueue}`: one record of `size`
+//!   bytes per iteration (reserve, copy, publish); the consumer gives the
+//!   space back in bulk every 64 KiB for all four, so its cost is amortized
+//!   alike. `minimal` is the perf protocol's floor, written here
+//!   ([`MinimalRing`]).
 //! - `copy/<size>/{perfaux,memcpy_same_offset,memcpy_aligned}`: records of
 //!   4 KiB to 64 KiB through a handle that crosses 4 KiB chunks and the ring
 //!   end of a 128 KiB ring, against one plain memcpy of the same bytes into
@@ -66,6 +68,23 @@ fn write_path(c: &mut Criterion) {
             })
         });
 
+        let minimal = MinimalRing::new(RING_BYTES);
+        let mut n = 0;
+        group.bench_function(BenchmarkId::new(size.to_string(), "minimal"), |b| {
+            b.iter(|| {
+                assert!(minimal.write(black_box(&record)), "room");
+                n += 1;
+                if n == per_drain {
+                    n = 0;
+                    // The consumer frees everything published (D).
+                    let head = minimal.data_head.load(std::sync::atomic::Ordering::Acquire);
+                    minimal
+                        .data_tail
+                        .store(head, std::sync::atomic::Ordering::Release);
+                }
+            })
+        });
+
         let (mut prod, mut cons) = rtrb::RingBuffer::<u8>::new(RING_BYTES);
         let mut n = 0;
         group.bench_function(BenchmarkId::new(size.to_string(), "rtrb"), |b| {
@@ -106,6 +125,153 @@ fn write_path(c: &mut Criterion) {
         });
     }
     group.finish();
+}
+
+/// The minimal perf-style ring, the protocol's floor: what
+/// `perf_output_begin`/`end` cannot do without on one CPU with NMIs
+/// (reserve by an unlocked compare-and-swap after the `data_tail` check,
+/// the nest count, publish `data_head` with the missed-update re-check)
+/// and nothing else: no LOST records, wakeups, pause, overwrite or
+/// backward modes, sample counting or interruption hooks, over one
+/// contiguous block instead of pages. It copies as perfaux does (small
+/// records inline, the rest in pieces of at most 2 KiB), so that the two
+/// differ in their protocol only.
+struct MinimalRing {
+    data: PageBlock,
+    mask: u64,
+    /// `rb->head`, written only by this CPU's (nested) writers.
+    head: std::cell::UnsafeCell<u64>,
+    /// `rb->nest`.
+    nest: std::cell::Cell<u32>,
+    /// The user page's words.
+    data_head: std::sync::atomic::AtomicU64,
+    data_tail: std::sync::atomic::AtomicU64,
+}
+
+impl MinimalRing {
+    fn new(size: usize) -> Self {
+        MinimalRing {
+            data: PageBlock::new(size),
+            mask: size as u64 - 1,
+            head: std::cell::UnsafeCell::new(0),
+            nest: std::cell::Cell::new(0),
+            data_head: std::sync::atomic::AtomicU64::new(0),
+            data_tail: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// `local_cmpxchg` on `head`: x86 `cmpxchg` without `lock`.
+    #[inline(always)]
+    fn cmpxchg_head(&self, current: u64, new: u64) -> bool {
+        let seen: u64;
+        // SAFETY: `head` is valid and aligned for the ring's life; only
+        // this thread writes it; the instruction is one, so an interrupt
+        // sees it done or not; without `nomem` it is a compiler barrier.
+        unsafe {
+            std::arch::asm!(
+                "cmpxchg qword ptr [{p}], {new}",
+                p = in(reg) self.head.get(),
+                new = in(reg) new,
+                inout("rax") current => seen,
+                options(nostack),
+            );
+        }
+        seen == current
+    }
+
+    #[inline(always)]
+    fn write(&self, record: &[u8]) -> bool {
+        use std::sync::atomic::{Ordering, compiler_fence};
+        let size = record.len() as u64;
+        self.nest.set(self.nest.get() + 1);
+        compiler_fence(Ordering::SeqCst);
+        let offset = loop {
+            let tail = self.data_tail.load(Ordering::Acquire);
+            // SAFETY: read by this thread only; nested writers finish first.
+            let offset = unsafe { *self.head.get() };
+            if tail.wrapping_sub(offset.wrapping_add(1)) & self.mask < size {
+                self.end();
+                return false;
+            }
+            if self.cmpxchg_head(offset, offset + size) {
+                break offset;
+            }
+        };
+        let at = (offset & self.mask) as usize;
+        let first = record.len().min(self.mask as usize + 1 - at);
+        // SAFETY: `at + first` and `record.len() - first` bytes lie in the
+        // block; the record is not ring memory.
+        unsafe {
+            copy_like_perfaux(self.data.ptr().add(at), &record[..first]);
+            copy_like_perfaux(self.data.ptr(), &record[first..]);
+        }
+        self.end();
+        true
+    }
+
+    #[inline(always)]
+    fn end(&self) {
+        use std::sync::atomic::{Ordering, compiler_fence};
+        let nest = self.nest.get();
+        if nest > 1 {
+            self.nest.set(nest - 1);
+            return;
+        }
+        loop {
+            compiler_fence(Ordering::SeqCst);
+            // SAFETY: as in `write`.
+            let head = unsafe { *self.head.get() };
+            self.data_head.store(head, Ordering::Release);
+            compiler_fence(Ordering::SeqCst);
+            self.nest.set(0);
+            compiler_fence(Ordering::SeqCst);
+            // SAFETY: as in `write`.
+            if head == unsafe { *self.head.get() } {
+                break;
+            }
+            self.nest.set(1);
+        }
+    }
+}
+
+/// perfaux's payload copy (`sync::copy_to`), for the minimal ring: records
+/// of 8 to 64 bytes inline, larger ones in pieces of at most 2 KiB.
+///
+/// # Safety
+/// `dst` must be valid for `src.len()` bytes of writes, apart from `src`.
+#[inline(always)]
+unsafe fn copy_like_perfaux(dst: *mut u8, src: &[u8]) {
+    let len = src.len();
+    let s = src.as_ptr();
+    // SAFETY: every move stays in `src` and `dst[..len]`, as in perfaux.
+    unsafe {
+        if (16..=64).contains(&len) {
+            let first = s.cast::<u128>().read_unaligned();
+            let last = s.add(len - 16).cast::<u128>().read_unaligned();
+            if len > 32 {
+                let second = s.add(16).cast::<u128>().read_unaligned();
+                let before_last = s.add(len - 32).cast::<u128>().read_unaligned();
+                dst.add(16).cast::<u128>().write_unaligned(second);
+                dst.add(len - 32)
+                    .cast::<u128>()
+                    .write_unaligned(before_last);
+            }
+            dst.cast::<u128>().write_unaligned(first);
+            dst.add(len - 16).cast::<u128>().write_unaligned(last);
+        } else if (8..16).contains(&len) {
+            let first = s.cast::<u64>().read_unaligned();
+            let last = s.add(len - 8).cast::<u64>().read_unaligned();
+            dst.cast::<u64>().write_unaligned(first);
+            dst.add(len - 8).cast::<u64>().write_unaligned(last);
+        } else {
+            let mut done = 0;
+            while done < len {
+                let n = (len - done).min(2048);
+                std::ptr::copy_nonoverlapping(s.add(done), dst.add(done), n);
+                done += n;
+            }
+        }
+    }
 }
 
 fn as_uninit(bytes: &[u8]) -> &[MaybeUninit<u8>] {
