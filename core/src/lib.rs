@@ -73,7 +73,7 @@
 //! let ring = unsafe { Ring::new(user_page, &data_pages, 0, RingConfig::default())? };
 //! let snapshot_mode = AuxConfig { overwrite: true, ..AuxConfig::default() };
 //! // SAFETY: as above; `user_page` is the ring's.
-//! let area = unsafe { AuxArea::new(user_page, &aux_pages, snapshot_mode, ())? };
+//! let area = unsafe { AuxArea::new(user_page, &aux_pages, snapshot_mode)? };
 //!
 //! // setup_aux: the PT buffer (ToPA tables) over the area's pages, then
 //! // one CPU's driver tracing into it.
@@ -166,7 +166,7 @@
 //! let ring = unsafe { Ring::new(user_page, &data_pages, 0, RingConfig::default())? };
 //! let snapshot_mode = AuxConfig { overwrite: true, ..AuxConfig::default() };
 //! // SAFETY: as above; `user_page` is the ring's.
-//! let area = unsafe { AuxArea::new(user_page, &aux_pages, snapshot_mode, ())? };
+//! let area = unsafe { AuxArea::new(user_page, &aux_pages, snapshot_mode)? };
 //! let mut tables = [TopaTable::new()];
 //! // SAFETY: as above; only the tracer this buffer programs writes them.
 //! let pt_buffer = unsafe { PtBuffer::new(&mut tables, &aux_pages, true, &IdentityMap)? };

@@ -54,7 +54,7 @@ const AREA_LIVE: u64 = 0x7065_7266_6175_7861; // "perfauxa"
 struct AreaBox {
     live: u64,
     wakeup: CWakeup,
-    area: AuxArea<'static, ()>,
+    area: AuxArea<'static>,
 }
 
 const _: () = {
@@ -67,7 +67,7 @@ const _: () = {
 /// # Safety
 /// `p` must be NULL or point to `struct perfaux_aux_area` storage, valid
 /// for `'a`.
-pub(crate) unsafe fn area_ref<'a>(p: *const perfaux_aux_area) -> Option<&'a AuxArea<'static, ()>> {
+pub(crate) unsafe fn area_ref<'a>(p: *const perfaux_aux_area) -> Option<&'a AuxArea<'static>> {
     // SAFETY: `p` is NULL or AUX area storage valid for 'a (this function's
     // `# Safety`), which `live_box` needs; the live word says
     // `perfaux_aux_area_init` wrote an AreaBox, not torn down.
@@ -139,7 +139,7 @@ pub unsafe extern "C" fn perfaux_aux_area_init(
     };
     // SAFETY: the user page and pages are valid and exclusive to the engine
     // until fini (the caller's contract); the area checks the rest.
-    match unsafe { AuxArea::new(user_page.cast(), pages, aux, ()) } {
+    match unsafe { AuxArea::new(user_page.cast(), pages, aux) } {
         Ok(a) => {
             // SAFETY: valid storage; the live word goes last.
             unsafe {
@@ -205,7 +205,7 @@ const AUX_HANDLE_LIVE: u64 = 0x7065_7266_6178_6864; // "perfaxhd"
 #[repr(C)]
 struct AuxHandleBox {
     live: u64,
-    handle: AuxHandle<'static, 'static, ()>,
+    handle: AuxHandle<'static, 'static>,
 }
 
 const _: () = {
@@ -219,7 +219,7 @@ const _: () = {
 /// `p` NULL or AUX handle storage.
 unsafe fn aux_handle_mut<'a>(
     p: *mut perfaux_aux_handle,
-) -> Option<&'a mut AuxHandle<'static, 'static, ()>> {
+) -> Option<&'a mut AuxHandle<'static, 'static>> {
     // SAFETY: `p` is NULL or AUX handle storage (this function's
     // `# Safety`), which `live_box` needs; the live word says begun and not
     // ended; the C contract keeps one user of a handle at a time.

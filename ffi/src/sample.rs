@@ -114,13 +114,13 @@ unsafe fn source(aux: *const perfaux_sample_aux) -> Result<Option<Leader>, Error
 
 /// The AUX leader of a sample from C.
 struct Leader {
-    area: &'static AuxArea<'static, ()>,
+    area: &'static AuxArea<'static>,
     source: Source,
     active_here: bool,
 }
 
 impl Leader {
-    fn sampling(&self) -> AuxSampling<'_, 'static, ()> {
+    fn sampling(&self) -> AuxSampling<'_, 'static> {
         AuxSampling {
             area: self.area,
             pmu: &self.source,

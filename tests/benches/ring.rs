@@ -362,7 +362,6 @@ fn sample_path(c: &mut Criterion) {
                     overwrite: true,
                     ..AuxConfig::default()
                 },
-                (),
             );
             let pmu = TestPmu::new(&area);
             // The newest bytes end 1000 bytes after the area's end (wrapped) or
@@ -452,7 +451,6 @@ fn pt_path(c: &mut Criterion) {
             overwrite: true,
             ..AuxConfig::default()
         },
-        (),
     );
     let mut tables = vec![TopaTable::new(); 1];
     // SAFETY: the bench memory outlives the buffer; only the tracer writes it.

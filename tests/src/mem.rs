@@ -127,16 +127,10 @@ impl RingMemory {
     }
 
     /// An AUX area over `aux`, attached to this ring memory's user page.
-    pub fn aux_area<'a, P>(
-        &'a self,
-        aux: &'a AuxMemory,
-        config: AuxConfig<'a>,
-        private: P,
-    ) -> AuxArea<'a, P> {
+    pub fn aux_area<'a>(&'a self, aux: &'a AuxMemory, config: AuxConfig<'a>) -> AuxArea<'a> {
         // SAFETY: both memories live as long as `self`/`aux` ('a) and are used
         // only by the ring, its consumers and this area.
-        unsafe { AuxArea::new(self.user_page(), aux.pages(), config, private) }
-            .expect("valid AUX memory")
+        unsafe { AuxArea::new(self.user_page(), aux.pages(), config) }.expect("valid AUX memory")
     }
 
     /// Reads every published record and gives the space back.

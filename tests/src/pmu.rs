@@ -25,7 +25,7 @@ pub enum Behaviour {
 
 /// The test PMU, per CPU: its open AUX transaction and write position.
 pub struct TestPmu<'x, 'a> {
-    handle: AuxHandle<'x, 'a, ()>,
+    handle: AuxHandle<'x, 'a>,
     /// Free-running position of the next trace byte.
     pub position: Cell<u64>,
     /// `snapshot_aux` calls so far.
@@ -42,7 +42,7 @@ pub struct TestPmu<'x, 'a> {
 
 impl<'x, 'a> TestPmu<'x, 'a> {
     /// Opens the transaction the PMU keeps on `area` while "tracing".
-    pub fn new(area: &'x AuxArea<'a, ()>) -> Self {
+    pub fn new(area: &'x AuxArea<'a>) -> Self {
         TestPmu {
             handle: area.begin().expect("a free AUX area"),
             position: Cell::new(0),

@@ -110,7 +110,7 @@ pub struct Pt<'p, 'x> {
     /// The data ring (`PERF_RECORD_AUX` goes there).
     pub ring: &'p perfaux::ring::Ring<'x>,
     /// The AUX area.
-    pub area: &'p perfaux::aux::AuxArea<'x, ()>,
+    pub area: &'p perfaux::aux::AuxArea<'x>,
     /// The software tracer.
     pub tracer: &'p perfaux::pt::tracer::SoftTracer<'x>,
     /// Every byte the tracer wrote.
@@ -141,7 +141,6 @@ pub fn with_pt<R>(
             overwrite,
             ..perfaux::aux::AuxConfig::default()
         },
-        (),
     );
     let mut tables = vec![TopaTable::new(); perfaux::pt::topa::tables_for_pages(aux.pages().len())];
     // SAFETY: the test memory outlives the buffer; only the tracer writes it.

@@ -51,7 +51,6 @@ fn overwrite_mode_records() {
             overwrite: true,
             ..AuxConfig::default()
         },
-        (),
     );
     assert_eq!(area.size(), 16384);
     assert_eq!(area.watermark(), 0);
@@ -104,9 +103,8 @@ fn overwrite_mode_records() {
 fn nested_transactions_are_refused() {
     let mem = RingMemory::new(1, 0);
     let aux = AuxMemory::new(1, 0);
-    let area = mem.aux_area(&aux, AuxConfig::default(), 5u32);
+    let area = mem.aux_area(&aux, AuxConfig::default());
     let h = area.begin().unwrap();
-    assert_eq!(*h.private(), 5);
     assert_eq!(area.begin().err(), Some(Error::Busy));
     drop(h);
     assert!(area.begin().is_ok(), "a dropped transaction is closed");
@@ -116,7 +114,7 @@ fn nested_transactions_are_refused() {
 fn flag_overwrite_is_ignored() {
     let mem = RingMemory::new(1, 0);
     let aux = AuxMemory::new(1, 0);
-    let area = mem.aux_area(&aux, AuxConfig::default(), ());
+    let area = mem.aux_area(&aux, AuxConfig::default());
     let mut h = area.begin().unwrap();
     h.flag(aux_flags::OVERWRITE | aux_flags::TRUNCATED);
     assert_eq!(h.flags(), 0, "the whole call is ignored");
@@ -135,7 +133,7 @@ fn writable_mode_space_records_and_watermark_wakeups() {
         watermark: 0,
         wakeup: Some(&woken),
     };
-    let area = mem.aux_area(&aux, config, ());
+    let area = mem.aux_area(&aux, config);
     assert_eq!(area.watermark(), 8192, "default: half the area");
 
     let h = area.begin().unwrap();
@@ -178,7 +176,7 @@ fn full_writable_area_refuses_requests_disable_and_wakes() {
         watermark: 1 << 20,
         wakeup: Some(&woken),
     };
-    let area = mem.aux_area(&aux, config, ());
+    let area = mem.aux_area(&aux, config);
     let h = area.begin().unwrap();
     h.end(4095, &ring, &mut event());
     assert!(!area.take_disable_request());
@@ -210,7 +208,7 @@ fn truncated_requests_disable_and_wakes() {
         watermark: 1 << 20,
         wakeup: Some(&woken),
     };
-    let area = mem.aux_area(&aux, config, ());
+    let area = mem.aux_area(&aux, config);
     let mut h = area.begin().unwrap();
     h.flag(aux_flags::TRUNCATED);
     h.end(64, &ring, &mut event());
@@ -223,7 +221,7 @@ fn truncated_requests_disable_and_wakes() {
 fn unmapped_area_refuses_new_transactions_and_releases_last() {
     let mem = RingMemory::new(1, 0);
     let aux = AuxMemory::new(1, 0);
-    let area = mem.aux_area(&aux, AuxConfig::default(), ());
+    let area = mem.aux_area(&aux, AuxConfig::default());
     let h = area.begin().unwrap();
     assert!(!area.unmap(), "a transaction still holds the area");
     assert!(!area.is_released());
@@ -243,11 +241,11 @@ fn bad_aux_memory_is_refused() {
     let cfg = AuxConfig::default();
     // SAFETY: the calls must fail before touching the memory.
     unsafe {
-        assert!(AuxArea::new(mem.user_page(), &aux.pages()[..3], cfg, ()).is_err());
-        assert!(AuxArea::new(mem.user_page(), &[], cfg, ()).is_err());
-        assert!(AuxArea::new(std::ptr::null_mut(), aux.pages(), cfg, ()).is_err());
+        assert!(AuxArea::new(mem.user_page(), &aux.pages()[..3], cfg).is_err());
+        assert!(AuxArea::new(mem.user_page(), &[], cfg).is_err());
+        assert!(AuxArea::new(std::ptr::null_mut(), aux.pages(), cfg).is_err());
         let with_null = [aux.pages()[0], std::ptr::null_mut()];
-        assert!(AuxArea::new(mem.user_page(), &with_null, cfg, ()).is_err());
+        assert!(AuxArea::new(mem.user_page(), &with_null, cfg).is_err());
     }
 }
 
@@ -272,7 +270,6 @@ fn copy_aux_ranges() {
             overwrite: true,
             ..AuxConfig::default()
         },
-        (),
     );
     let pattern: Vec<u8> = (0..aux.size()).map(|i| (i * 31 % 251) as u8).collect();
     aux.write(0, &pattern);
@@ -313,7 +310,6 @@ fn copy_aux_into_a_ring_across_its_end() {
             overwrite: true,
             ..AuxConfig::default()
         },
-        (),
     );
     let pattern: Vec<u8> = (0..aux.size()).map(|i| (i * 7 % 253) as u8).collect();
     aux.write(0, &pattern);
@@ -364,7 +360,7 @@ fn perf_event_data_parses_aux_and_itrace_start_records() {
     let mem = RingMemory::new(1, 0);
     let ring = mem.ring(RingConfig::default());
     let aux = AuxMemory::new(2, 0);
-    let area = mem.aux_area(&aux, AuxConfig::default(), ());
+    let area = mem.aux_area(&aux, AuxConfig::default());
     let mut e = event();
     write_itrace_start(&ring, &mut e, 100, 101).unwrap();
     let mut h = area.begin().unwrap();

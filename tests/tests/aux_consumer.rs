@@ -41,7 +41,7 @@ fn run(pages: usize, steps: &[Step]) -> Result<(), TestCaseError> {
     let mem = RingMemory::new(2, 0);
     let ring = mem.ring(RingConfig::default());
     let aux = AuxMemory::new(pages, 0);
-    let area = mem.aux_area(&aux, AuxConfig::default(), ());
+    let area = mem.aux_area(&aux, AuxConfig::default());
     let size = (pages * PAGE_SIZE) as u64;
     // SAFETY: the area's own memory, writable mode, the only consumer.
     let mut consumer = unsafe { AuxConsumer::new(mem.user_page(), aux.pages()) }.unwrap();
@@ -111,7 +111,7 @@ fn a_new_consumer_starts_at_aux_tail_and_skip_consumes() {
     let mem = RingMemory::new(2, 0);
     let ring = mem.ring(RingConfig::default());
     let aux = AuxMemory::new(2, 0);
-    let area = mem.aux_area(&aux, AuxConfig::default(), ());
+    let area = mem.aux_area(&aux, AuxConfig::default());
     area.begin()
         .unwrap()
         .end(3000, &ring, &mut FixedEvent::default());

@@ -170,14 +170,13 @@ impl World {
     fn ring(&self) -> Ring<'_> {
         self.mem.ring(RingConfig::default())
     }
-    fn area(&self) -> AuxArea<'_, ()> {
+    fn area(&self) -> AuxArea<'_> {
         self.mem.aux_area(
             &self.aux,
             AuxConfig {
                 overwrite: true,
                 ..AuxConfig::default()
             },
-            (),
         )
     }
     fn newest(&self, end: u64, n: u64) -> Vec<u8> {
@@ -305,9 +304,9 @@ fn leader_inactive_elsewhere_or_closed() {
 #[test]
 fn aux_sample_size_needs_the_leader_at_open() {
     let sw = SwPmu;
-    let e = try_open::<()>(sampler_attr(8), &sw, 1, None);
+    let e = try_open(sampler_attr(8), &sw, 1, None);
     assert_eq!(e.err(), Some(Rule::AuxEventWithoutLeader));
-    let plain = open::<()>(sampler_attr(0), &sw, 1, None);
+    let plain = open(sampler_attr(0), &sw, 1, None);
     let under_sw = try_open(sampler_attr(8), &sw, 2, Some(&plain));
     assert_eq!(under_sw.err(), Some(Rule::AuxLeaderWithoutSnapshot));
 }
@@ -366,7 +365,7 @@ fn set_output_rules() {
     clocked.clockid = 1;
     let ck = open(clocked, &sw, 6, None);
     assert_eq!(ck.set_output(&a), Err(Error::Invalid), "another clock");
-    let no_buffer = open::<()>(sampler_attr(0), &sw, 7, None);
+    let no_buffer = open(sampler_attr(0), &sw, 7, None);
     let c = open(sampler_attr(0), &sw, 8, None);
     assert_eq!(
         c.set_output(&no_buffer),
@@ -537,7 +536,7 @@ fn aux_pause_and_resume_around_the_sample() {
         tracer: TestPmu::new(&area2),
         calls: RefCell::new(Vec::new()),
     };
-    let l2 = open::<()>(start_paused, &pt2, 9, None);
+    let l2 = open(start_paused, &pt2, 9, None);
     l2.sched_in(&p).unwrap();
     assert_eq!(*pt2.calls.borrow(), ["add+start (paused)"]);
 }
@@ -578,7 +577,7 @@ fn a_refused_sample_counts_lost_and_spares_the_pmu() {
         1
     );
     // An event without any buffer: ENOSPC, nothing counted.
-    let lone = open::<()>(sampler_attr(0), &sw, 3, None);
+    let lone = open(sampler_attr(0), &sw, 3, None);
     assert_eq!(lone.overflow(&p, &data(3)).err(), Some(Error::NoSpace));
     assert_eq!(lone.lost_samples(), 0);
 }
@@ -676,7 +675,7 @@ impl Pmu for NoSgPmu {
 #[test]
 fn setup_aux_rules() {
     let sw = SwPmu;
-    let e = open::<()>(sampler_attr(0), &sw, 1, None);
+    let e = open(sampler_attr(0), &sw, 1, None);
     let pages = AuxMemory::new(4, 2);
     assert_eq!(
         e.setup_aux(pages.pages(), true),
@@ -686,7 +685,7 @@ fn setup_aux_rules() {
     let nosg = NoSgPmu {
         setups: Cell::new(0),
     };
-    let e = open::<()>(pt_attr(), &nosg, 2, None);
+    let e = open(pt_attr(), &nosg, 2, None);
     assert_eq!(
         e.setup_aux(pages.pages(), true),
         Ok(()),
@@ -728,7 +727,7 @@ fn a_sample_names_its_task_time_ids_and_cpu_as_perf_prepare_sample() {
     attr.flags = attr_flags::INHERIT;
     attr.sample_type =
         st::IDENTIFIER | st::TID | st::TIME | st::ID | st::STREAM_ID | st::CPU | st::PERIOD;
-    let parent = open::<()>(attr, &sw, 40, None);
+    let parent = open(attr, &sw, 40, None);
     parent.set_buffer(&buffer);
     let child = open_child(attr, &sw, 41, None, &parent);
     child.sched_in(&p).unwrap();

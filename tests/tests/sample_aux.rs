@@ -9,7 +9,9 @@ use perfaux::Error;
 use perfaux::abi::{PerfEventAttr, sample_type as st};
 use perfaux::aux::{AuxArea, AuxConfig};
 use perfaux::ring::{FixedEvent, Ring, RingConfig, read_header};
-use perfaux::sample::{AuxSampling, NoIrqMask, SampleData, SampleLayout, prepare, write_sample};
+use perfaux::sample::{
+    AuxSampling, NoIrqMask, SampleData, SampleLayout, SnapshotAux, prepare, write_sample,
+};
 use perfaux_tests::mem::{AuxMemory, RingMemory};
 use perfaux_tests::pmu::{Behaviour, TestPmu};
 use perfaux_tests::records::sample_aux;
@@ -47,14 +49,13 @@ impl Setup {
         }
     }
 
-    fn area(&self) -> AuxArea<'_, ()> {
+    fn area(&self) -> AuxArea<'_> {
         self.mem.aux_area(
             &self.aux,
             AuxConfig {
                 overwrite: true,
                 ..AuxConfig::default()
             },
-            (),
         )
     }
 }
@@ -77,11 +78,11 @@ fn newest(aux: &AuxMemory, position: u64, n: u64) -> Vec<u8> {
         .collect()
 }
 
-fn sample(
+fn sample<S: SnapshotAux + ?Sized>(
     ring: &Ring<'_>,
     a: &PerfEventAttr,
     d: &SampleData<'_>,
-    aux: Option<&AuxSampling<'_, '_, ()>>,
+    aux: Option<&AuxSampling<'_, '_, S>>,
 ) -> Result<SampleLayout, Error> {
     write_sample(ring, &mut FixedEvent::default(), a, d, aux, &NoIrqMask)
 }
@@ -270,9 +271,14 @@ fn no_area_or_inactive_leader_gives_size_0_without_calling_the_pmu() {
     let pmu = TestPmu::new(&area);
     // No AUX leader at all (aux_sample_size without a link).
     assert_eq!(
-        sample(&ring, &attr(TID_TIME_AUX, 4096), &data(), None)
-            .unwrap()
-            .aux_size,
+        sample(
+            &ring,
+            &attr(TID_TIME_AUX, 4096),
+            &data(),
+            None::<&AuxSampling<'_, '_>>
+        )
+        .unwrap()
+        .aux_size,
         0
     );
     // The leader is not active on this CPU.
@@ -456,7 +462,7 @@ fn a_sample_after_a_lost_record_carries_the_refreshed_values() {
             &ring,
             &attr(st::TID | st::TIME | st::STREAM_ID, 0),
             &data(),
-            None
+            None::<&AuxSampling<'_, '_>>
         )
         .is_err()
     );
@@ -471,7 +477,7 @@ fn a_sample_after_a_lost_record_carries_the_refreshed_values() {
             stream_id: 1,
             ..data()
         },
-        None::<&AuxSampling<'_, '_, ()>>,
+        None::<&AuxSampling<'_, '_>>,
         &NoIrqMask,
     )
     .unwrap();
@@ -505,7 +511,7 @@ fn a_sample_after_a_lost_record_carries_the_refreshed_values() {
             stream_id: 1,
             ..data()
         },
-        None::<&AuxSampling<'_, '_, ()>>,
+        None::<&AuxSampling<'_, '_>>,
         &NoIrqMask,
     )
     .unwrap();

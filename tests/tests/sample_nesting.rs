@@ -17,8 +17,8 @@ use perfaux_tests::pmu::TestPmu;
 
 const TRACED: u64 = 20_000;
 
-struct SampleHook<'x, 'a> {
-    sampling: &'x AuxSampling<'x, 'a, ()>,
+struct SampleHook<'x, 'a, 'p> {
+    sampling: &'x AuxSampling<'x, 'a, TestPmu<'p, 'a>>,
     /// Point (1-based, per depth) at which the next deeper sample starts.
     triggers: [Option<usize>; 2],
     depth: Cell<usize>,
@@ -28,7 +28,7 @@ struct SampleHook<'x, 'a> {
     started: RefCell<Vec<(u64, bool)>>,
 }
 
-impl NestHook for SampleHook<'_, '_> {
+impl NestHook for SampleHook<'_, '_, '_> {
     fn at(&self, ring: &Ring<'_, Self>, _point: Point) {
         let d = self.depth.get();
         if d == 0 {
@@ -42,7 +42,7 @@ impl NestHook for SampleHook<'_, '_> {
     }
 }
 
-impl SampleHook<'_, '_> {
+impl SampleHook<'_, '_, '_> {
     fn sample(&self, ring: &Ring<'_, Self>) {
         let d = self.depth.get();
         let time = self.next_time.get();
@@ -85,7 +85,6 @@ fn run(triggers: [Option<usize>; 2]) -> (Vec<String>, [usize; 3], usize) {
             overwrite: true,
             ..AuxConfig::default()
         },
-        (),
     );
     let pmu = TestPmu::new(&area);
     let trace: Vec<u8> = (0..TRACED as u32).map(|i| (i * 13 % 256) as u8).collect();

@@ -39,7 +39,6 @@ fn every_field_and_the_aux_bytes_parse_back() {
             overwrite: true,
             ..AuxConfig::default()
         },
-        (),
     );
     let pmu = TestPmu::new(&area);
     let trace: Vec<u8> = (0..30_000u32).map(|i| (i * 7 % 256) as u8).collect();

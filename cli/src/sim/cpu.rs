@@ -248,7 +248,7 @@ impl<'m, 'e> Cpu<'m, 'e> {
         };
         // SAFETY: as for the ring: the AUX pages belong to `memory`; the
         // tracer writes them and the drain reads them only below aux_head.
-        let area = unsafe { AuxArea::new(memory.user_page(), memory.aux_pages(), aux, ()) }
+        let area = unsafe { AuxArea::new(memory.user_page(), memory.aux_pages(), aux) }
             .map_err(|e| format!("AUX area: {e:?}"))?;
         let area: &AuxArea<'m> = arena.areas.alloc(area);
         let tracer: &SoftTracer<'m> = arena.tracers.alloc(SoftTracer::new(&IdentityMap, PSB_BASE));

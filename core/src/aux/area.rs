@@ -33,8 +33,7 @@ impl core::fmt::Debug for AuxConfig<'_> {
     }
 }
 
-/// The AUX area of a ring over caller pages, with the PMU's private data `P`
-/// (what `setup_aux` returned).
+/// The AUX area of a ring over caller pages.
 ///
 /// Fields and who touches them:
 /// - `head`, `wakeup`, `nest`: the CPU of the AUX event, in transactions;
@@ -76,7 +75,7 @@ impl core::fmt::Debug for AuxConfig<'_> {
 /// // SAFETY: live, aligned, disjoint pages, used only through these objects.
 /// let ring = unsafe { Ring::new(user_page, &data_pages, 0, RingConfig::default())? };
 /// // SAFETY: as above; `user_page` is the ring's.
-/// let area = unsafe { AuxArea::new(user_page, &aux_pages, AuxConfig::default(), ())? };
+/// let area = unsafe { AuxArea::new(user_page, &aux_pages, AuxConfig::default())? };
 ///
 /// // The tracer's side: a transaction, 100 bytes of trace, the end.
 /// let handle = area.begin()?;
@@ -99,7 +98,7 @@ impl core::fmt::Debug for AuxConfig<'_> {
 /// # Ok(())
 /// # }
 /// ```
-pub struct AuxArea<'a, P = ()> {
+pub struct AuxArea<'a> {
     pub(super) user_page: *mut PerfEventMmapPage,
     /// One pointer per 4 KiB page, in buffer order (Linux `aux_pages[]`).
     pub(super) pages: &'a [*mut u8],
@@ -120,7 +119,6 @@ pub struct AuxArea<'a, P = ()> {
     pub(super) mapped: AtomicBool,
     /// A transaction asked for the event to be disabled (`pending_disable`).
     pub(super) disable_requested: AtomicBool,
-    pub(super) private: P,
 }
 
 // SAFETY: the area's raw pointers are to caller memory valid for 'a (the
@@ -130,16 +128,18 @@ pub struct AuxArea<'a, P = ()> {
 // `is_mapped` and `is_released` run on any CPU and touch only the atomics
 // `mapped` and `refcount`; the local words (`head`, `wakeup`, `nest`,
 // `in_sampling`) belong to the CPU of the AUX event.
-unsafe impl<P: Send> Send for AuxArea<'_, P> {}
+unsafe impl Send for AuxArea<'_> {}
 
-impl<'a, P> AuxArea<'a, P> {
+impl<'a> AuxArea<'a> {
     /// An AUX area over `pages` (one 4 KiB page each, a power-of-two count,
     /// in buffer order: a high-order block is its pages in a row), attached
     /// to the ring whose user page this is. Zeroes the pages, writes
     /// `aux_size` into the user page (and `aux_offset`, if 0, right after the
     /// data area, as `perf record` maps it), and holds the mapping's reference.
     ///
-    /// `private` is what the PMU's `setup_aux` made of the pages.
+    /// The PMU's own state for the pages (what `setup_aux` returns in
+    /// Linux, `rb->aux_priv`) is the PMU's to keep: an [`AuxOutput`](super::AuxOutput)
+    /// hands it out with the transaction, as PT's [`PtBuffer`](crate::pt::buffer::PtBuffer) is.
     ///
     /// Errors: `EINVAL` for no pages, a count that is not a power of two, a
     /// null page or one that is not 4 KiB aligned (AUX pages are whole
@@ -154,7 +154,6 @@ impl<'a, P> AuxArea<'a, P> {
         user_page: *mut PerfEventMmapPage,
         pages: &'a [*mut u8],
         config: AuxConfig<'a>,
-        private: P,
     ) -> Result<Self> {
         if user_page.is_null() || (user_page as usize) % 8 != 0 {
             return Err(Error::Invalid);
@@ -205,7 +204,6 @@ impl<'a, P> AuxArea<'a, P> {
             refcount: AtomicU32::new(1),
             mapped: AtomicBool::new(true),
             disable_requested: AtomicBool::new(false),
-            private,
         })
     }
 
@@ -233,11 +231,6 @@ impl<'a, P> AuxArea<'a, P> {
     /// The producer position (`rb->aux_head`).
     pub fn head(&self) -> u64 {
         self.head.load()
-    }
-
-    /// The PMU's private data.
-    pub fn private(&self) -> &P {
-        &self.private
     }
 
     /// Whether a `snapshot_aux` is running on this area now (a sampler that

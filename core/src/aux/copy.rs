@@ -21,8 +21,8 @@ use crate::ring::OutputSink;
 /// Called from `snapshot_aux`, in PMI context: the tracer must not write the
 /// range during the copy (the PMU stops it first, as `pt_event_snapshot_aux` does).
 #[inline]
-pub fn copy_aux<P, S: OutputSink + ?Sized>(
-    handle: &AuxHandle<'_, '_, P>,
+pub fn copy_aux<S: OutputSink + ?Sized>(
+    handle: &AuxHandle<'_, '_>,
     sink: &mut S,
     from: u64,
     to: u64,

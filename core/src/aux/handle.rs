@@ -14,8 +14,8 @@ use crate::sync::{Ordering, compiler_fence};
 /// An open AUX transaction: the PMU writes trace data between `begin` and
 /// `end`. At most one per area at a time.
 #[must_use = "an AUX transaction holds the area until it ends"]
-pub struct AuxHandle<'x, 'a, P> {
-    area: &'x AuxArea<'a, P>,
+pub struct AuxHandle<'x, 'a> {
+    area: &'x AuxArea<'a>,
     /// Write position (`handle->head`): the driver sets it in overwrite mode.
     head: u64,
     /// Space the driver may fill (`handle->size`): 0 in overwrite mode.
@@ -28,7 +28,7 @@ pub struct AuxHandle<'x, 'a, P> {
     _not_send: PhantomData<*mut u8>,
 }
 
-impl<'a, P> AuxArea<'a, P> {
+impl<'a> AuxArea<'a> {
     /// Opens a transaction (`perf_aux_output_begin`).
     ///
     /// Errors: `EINVAL` if the area is unmapped (teardown in progress);
@@ -37,7 +37,7 @@ impl<'a, P> AuxArea<'a, P> {
     /// leaves no room: then the event's disable is requested
     /// ([`take_disable_request`](Self::take_disable_request)) and the
     /// consumer woken, as `perf_aux_output_begin` does.
-    pub fn begin(&self) -> Result<AuxHandle<'_, 'a, P>> {
+    pub fn begin(&self) -> Result<AuxHandle<'_, 'a>> {
         if !self.is_mapped() || !self.get() {
             return Err(Error::Invalid);
         }
@@ -84,15 +84,10 @@ impl<'a, P> AuxArea<'a, P> {
     }
 }
 
-impl<'a, P> AuxHandle<'_, 'a, P> {
+impl<'a> AuxHandle<'_, 'a> {
     /// The area this transaction writes.
-    pub fn area(&self) -> &AuxArea<'a, P> {
+    pub fn area(&self) -> &AuxArea<'a> {
         self.area
-    }
-
-    /// The PMU's private data (`perf_get_aux`).
-    pub fn private(&self) -> &P {
-        &self.area.private
     }
 
     /// The write position (`handle->head`).
@@ -228,7 +223,7 @@ impl<'a, P> AuxHandle<'_, 'a, P> {
     }
 }
 
-impl<P> Drop for AuxHandle<'_, '_, P> {
+impl Drop for AuxHandle<'_, '_> {
     /// A transaction dropped without `end` closes without a record or a new
     /// head, as if the driver ended it with nothing written.
     fn drop(&mut self) {

@@ -84,13 +84,13 @@ unsafe impl<T: AuxOutput + ?Sized> AuxOutput for &T {
 /// `handle` is touched only by `begin`, `flag` and `end`, which the
 /// [`AuxOutput`] contract says never nest: no two references to it exist.
 pub struct AreaOutput<'x, 'a, B> {
-    area: &'x AuxArea<'a, ()>,
+    area: &'x AuxArea<'a>,
     ring: &'x Ring<'a>,
     event: FixedEvent,
     platform: Option<&'x dyn Platform>,
     buffer: &'x B,
     /// The open transaction.
-    handle: UnsafeCell<Option<AuxHandle<'x, 'a, ()>>>,
+    handle: UnsafeCell<Option<AuxHandle<'x, 'a>>>,
 }
 
 impl<'x, 'a, B> AreaOutput<'x, 'a, B> {
@@ -98,7 +98,7 @@ impl<'x, 'a, B> AreaOutput<'x, 'a, B> {
     /// transactions holding `buffer` (the driver's state over the area's
     /// pages, what `setup_aux` made).
     pub fn new(
-        area: &'x AuxArea<'a, ()>,
+        area: &'x AuxArea<'a>,
         ring: &'x Ring<'a>,
         event: FixedEvent,
         buffer: &'x B,
@@ -123,7 +123,7 @@ impl<'x, 'a, B> AreaOutput<'x, 'a, B> {
     }
 
     /// The area.
-    pub fn area(&self) -> &'x AuxArea<'a, ()> {
+    pub fn area(&self) -> &'x AuxArea<'a> {
         self.area
     }
 

@@ -6,7 +6,7 @@ use core::ptr;
 use super::{Event, EventState};
 use crate::sync::Ordering;
 
-impl<'g, P> Event<'g, P> {
+impl<'g> Event<'g> {
     /// Closes the event (`perf_group_detach` + `perf_put_aux_event`): taken
     /// off the PMU and out of its leader's sibling list; if it is an AUX
     /// leader, every sibling linked to it loses the link and goes to
@@ -19,7 +19,7 @@ impl<'g, P> Event<'g, P> {
         // `list_del_init`): the group is scheduled without it from now on,
         // and nothing in the group refers to it any more.
         if let Some(l) = self.leader {
-            let mut prev: Option<&Event<'g, P>> = None;
+            let mut prev: Option<&Event<'g>> = None;
             let mut s = l.first_sibling.get();
             while let Some(e) = s {
                 if ptr::eq(e, self) {

@@ -58,11 +58,11 @@ impl EventState {
 
 /// The buffer an event writes into: a data ring and, for an AUX event, its
 /// AUX area (Linux `struct perf_buffer`).
-pub struct Buffer<'g, P = ()> {
+pub struct Buffer<'g> {
     /// The data ring.
     pub ring: &'g Ring<'g>,
     /// The AUX area, if mapped.
-    pub aux: Option<&'g AuxArea<'g, P>>,
+    pub aux: Option<&'g AuxArea<'g>>,
 }
 
 /// An event: a counter or tracer on a PMU, alone or in a group.
@@ -71,26 +71,26 @@ pub struct Buffer<'g, P = ()> {
 /// event's CPU, interrupts masked) and read by PMIs on that CPU; the AUX
 /// link and the output buffer are set up with interrupts masked and read by
 /// PMIs; `lost_samples` is counted by PMIs.
-pub struct Event<'g, P = ()> {
+pub struct Event<'g> {
     attr: PerfEventAttr,
     id: u64,
     cpu: i32,
     pmu: &'g dyn Pmu,
-    parent: Option<&'g Event<'g, P>>,
-    leader: Option<&'g Event<'g, P>>,
-    first_sibling: Cell<Option<&'g Event<'g, P>>>,
-    next_sibling: Cell<Option<&'g Event<'g, P>>>,
+    parent: Option<&'g Event<'g>>,
+    leader: Option<&'g Event<'g>>,
+    first_sibling: Cell<Option<&'g Event<'g>>>,
+    next_sibling: Cell<Option<&'g Event<'g>>>,
     state: AtomicU8,
     oncpu: AtomicI32,
-    aux_event: AtomicPtr<Event<'g, P>>,
-    buffer: AtomicPtr<Buffer<'g, P>>,
+    aux_event: AtomicPtr<Event<'g>>,
+    buffer: AtomicPtr<Buffer<'g>>,
     itrace_started: AtomicBool,
     aux_paused: AtomicBool,
     lost_samples: AtomicU64,
 }
 
 /// What an event is opened with.
-pub struct EventConfig<'g, P = ()> {
+pub struct EventConfig<'g> {
     /// The validated attr ([`copy_attr`](crate::attr::copy_attr)).
     pub attr: PerfEventAttr,
     /// Its PMU.
@@ -100,12 +100,12 @@ pub struct EventConfig<'g, P = ()> {
     /// The CPU it is bound to, or -1 (per task).
     pub cpu: i32,
     /// The group leader (`group_fd`), if any.
-    pub leader: Option<&'g Event<'g, P>>,
+    pub leader: Option<&'g Event<'g>>,
     /// The parent, for an inherited child.
-    pub parent: Option<&'g Event<'g, P>>,
+    pub parent: Option<&'g Event<'g>>,
 }
 
-impl<'g, P> Event<'g, P> {
+impl<'g> Event<'g> {
     /// Opens an event: the open-time checks ([`check_event`]) against its
     /// PMU and leader, then the AUX leader link (`perf_get_aux_event`): a
     /// sampler with `aux_sample_size`/`aux_output`/`aux_pause`/`aux_resume`
@@ -115,7 +115,7 @@ impl<'g, P> Event<'g, P> {
     /// `pmu->event_init` runs before the group block, as in
     /// `perf_event_alloc`: a rule of the group block or after it is reported
     /// only if the PMU accepts the config.
-    pub fn open(config: EventConfig<'g, P>) -> core::result::Result<Self, Rule> {
+    pub fn open(config: EventConfig<'g>) -> core::result::Result<Self, Rule> {
         let leader_info = config.leader.map(|l| GroupLeader {
             attr: &l.attr,
             caps: l.pmu.caps(),
@@ -215,7 +215,7 @@ impl<'g, P> Event<'g, P> {
     }
 
     /// The AUX leader this event samples from, if linked.
-    pub fn aux_event(&self) -> Option<&'g Event<'g, P>> {
+    pub fn aux_event(&self) -> Option<&'g Event<'g>> {
         // Acquire pairs with the Release stores that set or clear the link.
         let p = self.aux_event.load(Ordering::Acquire);
         // SAFETY: the link only ever holds null or a `&'g Event` (set in
@@ -235,12 +235,12 @@ impl<'g, P> Event<'g, P> {
     }
 }
 /// An event's identity for its side-band records (`perf_event_header__init_id`).
-struct Identity<'e, 'g, P> {
-    event: &'e Event<'g, P>,
+struct Identity<'e, 'g> {
+    event: &'e Event<'g>,
     platform: &'e dyn Platform,
 }
 
-impl<P> OutputEvent for Identity<'_, '_, P> {
+impl OutputEvent for Identity<'_, '_> {
     fn id(&self) -> u64 {
         self.event.id
     }

@@ -11,9 +11,9 @@ use crate::caps::PmuCaps;
 use crate::error::{Error, Result};
 use crate::sync::Ordering;
 
-impl<'g, P> Event<'g, P> {
+impl<'g> Event<'g> {
     /// Gives the event its own buffer (the mmap of its fd).
-    pub fn set_buffer(&self, buffer: &'g Buffer<'g, P>) {
+    pub fn set_buffer(&self, buffer: &'g Buffer<'g>) {
         // Release: the buffer's set-up before the pointer (pairs with the
         // Acquire load in `buffer()`).
         self.buffer
@@ -22,7 +22,7 @@ impl<'g, P> Event<'g, P> {
 
     /// The buffer this event's records go to: its own, or its parent's for
     /// an inherited child (Linux `ring_buffer_get` follows `event->parent`).
-    pub fn buffer(&self) -> Option<&'g Buffer<'g, P>> {
+    pub fn buffer(&self) -> Option<&'g Buffer<'g>> {
         let owner = self.parent.unwrap_or(self);
         // Acquire pairs with the Release store in `set_buffer`/`set_output`.
         let p = owner.buffer.load(Ordering::Acquire);
@@ -66,7 +66,7 @@ impl<'g, P> Event<'g, P> {
     /// different PMUs (`perf_event_set_output`'s `pmu != pmu` check), a target without a
     /// buffer, or an event
     /// that has a buffer of its own already.
-    pub fn set_output(&self, target: &'g Event<'g, P>) -> Result<()> {
+    pub fn set_output(&self, target: &'g Event<'g>) -> Result<()> {
         if ptr::eq(self, target) || self.cpu != target.cpu {
             return Err(Error::Invalid);
         }
@@ -75,7 +75,7 @@ impl<'g, P> Event<'g, P> {
         {
             return Err(Error::Invalid);
         }
-        let has_aux = |e: &Event<'g, P>| e.pmu.caps().contains(PmuCaps::AUX);
+        let has_aux = |e: &Event<'g>| e.pmu.caps().contains(PmuCaps::AUX);
         if has_aux(self) && has_aux(target) && !ptr::addr_eq(self.pmu, target.pmu) {
             return Err(Error::Invalid);
         }

@@ -11,20 +11,17 @@ use crate::ring::OutputSink;
 use crate::sample::{AuxSampling, SampleData, SampleLayout, SnapshotAux, write_sample};
 use crate::sync::Ordering;
 
-/// The AUX leader's `snapshot_aux`, as the sample layer calls it.
-struct LeaderSnapshot<'e, 'g, P> {
-    leader: &'e Event<'g, P>,
-}
-
-impl<P> SnapshotAux for LeaderSnapshot<'_, '_, P> {
+/// An AUX event copies the newest bytes of its trace through its PMU
+/// (`perf_pmu_snapshot_aux`: `event->pmu->snapshot_aux(event, ...)`): the
+/// sample layer's one call into the leader's PMU.
+impl SnapshotAux for Event<'_> {
+    #[inline]
     fn snapshot_aux(&self, sink: &mut dyn OutputSink, size: u64) -> i64 {
-        self.leader
-            .pmu
-            .snapshot_aux(&self.leader.info(), sink, size)
+        self.pmu.snapshot_aux(&self.info(), sink, size)
     }
 }
 
-impl<'g, P> Event<'g, P> {
+impl<'g> Event<'g> {
     /// The overflow of a sampling event (`__perf_event_overflow` →
     /// `perf_event_output`), from PMI context: pause the AUX leader first if
     /// `aux_pause`; write the sample (with `aux_sample_size`, the AUX block
@@ -58,23 +55,20 @@ impl<'g, P> Event<'g, P> {
         &self,
         platform: &dyn Platform,
         data: &SampleData<'_>,
-        leader: Option<&Event<'g, P>>,
+        leader: Option<&Event<'g>>,
     ) -> Result<SampleLayout> {
         let output = self.parent.unwrap_or(self);
         let Some(buffer) = output.buffer() else {
             return Err(Error::NoSpace);
         };
-        let snapshot = leader.map(|l| LeaderSnapshot { leader: l });
-        let sampling = match (&snapshot, leader) {
-            (Some(snap), Some(l))
-                if self.attr.sample_type & st::AUX != 0 && self.attr.aux_sample_size != 0 =>
-            {
+        let sampling = match leader {
+            Some(l) if self.attr.sample_type & st::AUX != 0 && self.attr.aux_sample_size != 0 => {
                 l.buffer().and_then(|b| b.aux).map(|area| {
                     let active_here =
                         l.state() == EventState::Active && l.oncpu() == platform.cpu() as i32;
                     AuxSampling {
                         area,
-                        pmu: snap as &dyn SnapshotAux,
+                        pmu: l,
                         active_here,
                     }
                 })

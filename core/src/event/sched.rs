@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::pmu::{Platform, ef};
 use crate::sync::Ordering;
 
-impl<'g, P> Event<'g, P> {
+impl<'g> Event<'g> {
     /// Schedules the event (and, for a leader, its group) onto `platform`'s
     /// CPU as one unit (`group_sched_in`): the event, then each sibling
     /// (`event_sched_in`: an ITRACE PMU's event first emits

@@ -103,7 +103,7 @@ impl<'x, 'a> AreaPtPmu<'x, 'a> {
         hw: &'x dyn TraceHw,
         phys: &'x dyn PhysMap,
         buffer: &'x PtBuffer<'x>,
-        area: &'x AuxArea<'a, ()>,
+        area: &'x AuxArea<'a>,
         ring: &'x Ring<'a>,
         record_event: FixedEvent,
     ) -> Result<Self> {

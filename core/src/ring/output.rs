@@ -20,7 +20,7 @@ use core::marker::PhantomData;
 use super::buffer::Ring;
 use super::hook::{Mutation, NestHook, Point};
 use super::pages::Chunks;
-use super::sample_id::OutputEvent;
+use super::sample_id::{OutputEvent, SampleId};
 use super::sink::OutputSink;
 use crate::abi::{MAX_RECORD_SIZE, PerfEventHeader, record_type};
 use crate::error::{Error, Result};
@@ -74,6 +74,23 @@ impl<'a, H: NestHook> Ring<'a, H> {
         &'r self,
         size: usize,
         source: &mut S,
+    ) -> Result<OutputHandle<'r, 'a, H>> {
+        self.begin_sample(size, source, |_| {})
+    }
+
+    /// [`begin`](Self::begin) for a sample: when a `PERF_RECORD_LOST` goes
+    /// first, `refresh` gets the sample_id trailer it carried, which the
+    /// sample carries too (`__perf_output_begin` re-runs
+    /// `perf_event_header__init_id` on the sample's `perf_sample_data`, so
+    /// the sample's task, time, ids and CPU are those of the LOST record).
+    /// `refresh` runs only then, before the handle is returned, and not
+    /// without `sample_id_all` (there is no trailer).
+    #[inline(always)]
+    pub fn begin_sample<'r, S: OutputEvent>(
+        &'r self,
+        size: usize,
+        source: &mut S,
+        refresh: impl FnOnce(&SampleId),
     ) -> Result<OutputHandle<'r, 'a, H>> {
         if size == 0 || size > MAX_RECORD_SIZE {
             return Err(Error::Invalid);
@@ -175,7 +192,9 @@ impl<'a, H: NestHook> Ring<'a, H> {
             _not_send: PhantomData,
         };
         if have_lost {
-            handle.write_lost(source);
+            if let Some(id) = handle.write_lost(source) {
+                refresh(&id);
+            }
             self.hook.at(self, Point::BeginLostWritten);
         }
         Ok(handle)
@@ -313,7 +332,7 @@ impl<H: NestHook> OutputHandle<'_, '_, H> {
     /// Copies a `sample_id` trailer (`perf_event__output_id_sample`).
     /// Returns the bytes not copied.
     #[inline]
-    pub fn put_sample_id(&mut self, id: &super::SampleId) -> usize {
+    pub fn put_sample_id(&mut self, id: &SampleId) -> usize {
         let mut buf = [0u8; super::sample_id::MAX_SAMPLE_ID_SIZE];
         let n = id.encode(&mut buf);
         let (bytes, _) = buf.split_at(n.min(buf.len()));
@@ -380,8 +399,9 @@ impl<H: NestHook> OutputHandle<'_, '_, H> {
 
     /// Writes the `PERF_RECORD_LOST` that precedes the record (`__perf_output_begin`'s
     /// `lost_event`).
+    /// Returns the sample_id trailer it wrote, if any.
     #[cold]
-    fn write_lost<S: OutputEvent>(&mut self, source: &mut S) {
+    fn write_lost<S: OutputEvent>(&mut self, source: &mut S) -> Option<SampleId> {
         let trailer = source.sample_id();
         let trailer_size = trailer.map_or(0, |t| t.size());
         let header = PerfEventHeader {
@@ -397,6 +417,7 @@ impl<H: NestHook> OutputHandle<'_, '_, H> {
         if let Some(t) = trailer {
             let _ = self.put_sample_id(&t);
         }
+        trailer
     }
 }
 

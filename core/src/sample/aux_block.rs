@@ -20,19 +20,25 @@ pub trait SnapshotAux {
 }
 
 /// The AUX side of a sampler (`event->aux_event`): the AUX leader's area
-/// (through the parent for inherited events), its PMU, and whether the
-/// leader is active on this CPU now.
-pub struct AuxSampling<'x, 'a, P> {
+/// (through the parent for inherited events), what copies its newest bytes
+/// (the leader itself, whose PMU's `snapshot_aux` it calls, or any
+/// [`SnapshotAux`]), and whether the leader is active on this CPU now.
+///
+/// `S` is a type, not a trait object, where the caller knows it (the event
+/// layer's leader is an [`Event`](crate::event::Event)), so the sample path
+/// makes one dynamic call into the PMU, as Linux does; `dyn SnapshotAux`
+/// serves callers that do not.
+pub struct AuxSampling<'x, 'a, S: SnapshotAux + ?Sized = dyn SnapshotAux + 'x> {
     /// The leader's AUX area.
-    pub area: &'x AuxArea<'a, P>,
-    /// The leader's PMU.
-    pub pmu: &'x dyn SnapshotAux,
+    pub area: &'x AuxArea<'a>,
+    /// The leader (its PMU's `snapshot_aux`).
+    pub pmu: &'x S,
     /// The leader is ACTIVE and on this CPU (`perf_prepare_sample_aux`'s checks; otherwise
     /// Linux WARNs and the sample carries no AUX data).
     pub active_here: bool,
 }
 
-impl<P> AuxSampling<'_, '_, P> {
+impl<S: SnapshotAux + ?Sized> AuxSampling<'_, '_, S> {
     /// `perf_prepare_sample_aux`: how many AUX bytes a sample asking for
     /// `size` (already clamped and rounded to 8) can carry: 0 if the leader
     /// is not active here, the area is unmapped, or a snapshot is running on

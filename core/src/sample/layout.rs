@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! `perf_prepare_sample`: the size of every field, AUX last (`kernel/events/core.c`).
 
-use super::aux_block::AuxSampling;
+use super::aux_block::{AuxSampling, SnapshotAux};
 use super::data::SampleData;
 use crate::abi::{PerfEventAttr, branch_sample_type as br, read_format as rf, sample_type as st};
 use crate::error::{Error, Result};
@@ -42,10 +42,10 @@ pub fn read_size(read_format: u64, members: usize) -> usize {
 /// `EINVAL` when `data` does not fit `attr`: register values that are not
 /// one per mask bit, branch counters not one per entry, or fields that
 /// already pass 65535 bytes before the AUX block.
-pub fn prepare<P>(
+pub fn prepare<S: SnapshotAux + ?Sized>(
     attr: &PerfEventAttr,
     data: &SampleData<'_>,
-    aux: Option<&AuxSampling<'_, '_, P>>,
+    aux: Option<&AuxSampling<'_, '_, S>>,
 ) -> Result<SampleLayout> {
     let t = attr.sample_type;
     let has = |bit: u64| t & bit != 0;

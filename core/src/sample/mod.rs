@@ -20,7 +20,7 @@ pub use layout::{SampleLayout, prepare};
 pub use write::output;
 
 use crate::error::Result;
-use crate::ring::{NestHook, OutputEvent, Ring, SampleId};
+use crate::ring::{NestHook, OutputEvent, Ring};
 
 /// Writes one sample the way Linux's `__perf_event_output` does: `prepare`
 /// (no PMU call), reserve the record (`ENOSPC`: the sample is dropped,
@@ -33,21 +33,20 @@ use crate::ring::{NestHook, OutputEvent, Ring, SampleId};
 /// refreshes the sample's identity fields from it (pid/tid, time, id,
 /// stream_id, cpu: `__perf_output_begin` re-runs `perf_event_header__init_id`) and the
 /// sample carries those: so does this.
-pub fn write_sample<H: NestHook, P, E: OutputEvent>(
+pub fn write_sample<H: NestHook, E: OutputEvent, S: SnapshotAux + ?Sized>(
     ring: &Ring<'_, H>,
     event: &mut E,
     attr: &crate::abi::PerfEventAttr,
     data: &SampleData<'_>,
-    aux: Option<&AuxSampling<'_, '_, P>>,
+    aux: Option<&AuxSampling<'_, '_, S>>,
     irq: &dyn IrqMask,
 ) -> Result<SampleLayout> {
     let layout = prepare(attr, data, aux)?;
-    let mut watcher = RefreshWatcher {
-        inner: event,
-        refreshed: None,
-    };
-    let mut handle = ring.begin(usize::from(layout.size), &mut watcher)?;
-    match watcher.refreshed {
+    let mut refreshed = None;
+    let mut handle = ring.begin_sample(usize::from(layout.size), event, |id| {
+        refreshed = Some(*id);
+    })?;
+    match refreshed {
         None => output(&mut handle, attr, data, &layout, aux, irq),
         Some(id) => {
             let refreshed = SampleData {
@@ -67,24 +66,4 @@ pub fn write_sample<H: NestHook, P, E: OutputEvent>(
     }
     handle.end();
     Ok(layout)
-}
-
-/// Passes an [`OutputEvent`] through, remembering the sample_id it handed
-/// out for a `PERF_RECORD_LOST`.
-struct RefreshWatcher<'e, E> {
-    inner: &'e mut E,
-    refreshed: Option<SampleId>,
-}
-
-impl<E: OutputEvent> OutputEvent for RefreshWatcher<'_, E> {
-    fn id(&self) -> u64 {
-        self.inner.id()
-    }
-    fn id_header_size(&self) -> usize {
-        self.inner.id_header_size()
-    }
-    fn sample_id(&mut self) -> Option<SampleId> {
-        self.refreshed = self.inner.sample_id();
-        self.refreshed
-    }
 }

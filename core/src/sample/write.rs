@@ -2,7 +2,7 @@
 //! `perf_output_sample`: the record's bytes in the kernel's order, AUX last
 //! (`perf_output_sample`, `perf_aux_sample_output`).
 
-use super::aux_block::AuxSampling;
+use super::aux_block::{AuxSampling, SnapshotAux};
 use super::data::{ReadGroupEntry, Regs, SampleData};
 use super::layout::SampleLayout;
 use crate::abi::{
@@ -24,12 +24,12 @@ const ZEROS: [u8; 64] = [0; 64];
 /// of the block is zero-filled. Linux writes at most 8 zero bytes and leaves
 /// older ring bytes in the remainder (`perf_aux_sample_output`); perfaux deliberately never
 /// exposes stale bytes.
-pub fn output<H: NestHook, P>(
+pub fn output<H: NestHook, S: SnapshotAux + ?Sized>(
     handle: &mut OutputHandle<'_, '_, H>,
     attr: &PerfEventAttr,
     data: &SampleData<'_>,
     layout: &SampleLayout,
-    aux: Option<&AuxSampling<'_, '_, P>>,
+    aux: Option<&AuxSampling<'_, '_, S>>,
     irq: &dyn IrqMask,
 ) {
     let t = attr.sample_type;
