@@ -98,7 +98,7 @@
 //!
 //! // A sample's AUX block: the newest 256 bytes of trace.
 //! let mut snapshot = Copy(Vec::new());
-//! assert_eq!(pt.snapshot_aux(&event, &mut snapshot, 256), 256);
+//! assert_eq!(pt.snapshot_aux(&event, &mut snapshot, 256), Ok(256));
 //! assert_eq!(snapshot.0.len(), 256);
 //! assert!(tracer.written() > 256);
 //!

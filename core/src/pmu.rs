@@ -83,10 +83,20 @@ pub trait Pmu {
 
     /// `pmu->snapshot_aux` (`include/linux/perf_event.h`): copy at most `size` of the newest
     /// AUX bytes into `sink`, without changing the event's state; return the
-    /// byte count or a negative errno. Only PMUs with
-    /// [`PmuCaps::SNAPSHOT_AUX`] are asked; the default copies nothing.
-    fn snapshot_aux(&self, event: &EventInfo<'_>, sink: &mut dyn OutputSink, size: u64) -> i64 {
+    /// byte count (Linux: or a negative errno; the C ABI's callbacks do).
+    /// Only PMUs with [`PmuCaps::SNAPSHOT_AUX`] are asked; the default
+    /// copies nothing.
+    ///
+    /// # Errors
+    /// Whatever stopped the copy; the sample's AUX block is zero-filled
+    /// from there.
+    fn snapshot_aux(
+        &self,
+        event: &EventInfo<'_>,
+        sink: &mut dyn OutputSink,
+        size: u64,
+    ) -> Result<u64> {
         let _ = (event, sink, size);
-        0
+        Ok(0)
     }
 }

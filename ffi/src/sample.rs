@@ -17,7 +17,7 @@ use crate::event::{perfaux_sample_data, sample_data};
 use crate::platform::{CPlatform, perfaux_platform};
 use crate::pt::{CpuBox, cpu_ref, perfaux_pt_cpu};
 use crate::ring::{fixed_event, perfaux_output_event, perfaux_ring, ring_ref};
-use crate::sink::{perfaux_sink, with_c_sink};
+use crate::sink::{perfaux_sink, snapshot_from_c, with_c_sink};
 use crate::storage::read_in;
 
 /// Where a sample's AUX block comes from: the AUX leader's `area` and its
@@ -65,12 +65,15 @@ enum Source {
 }
 
 impl SnapshotAux for Source {
-    fn snapshot_aux(&self, sink: &mut dyn OutputSink, size: u64) -> i64 {
+    fn snapshot_aux(&self, sink: &mut dyn OutputSink, size: u64) -> perfaux::Result<u64> {
         match self {
             Source::Pt(b) => b.pmu().snapshot_aux(&crate::pt::no_info(), sink, size),
-            // SAFETY: the registered callback; the C sink and the sink it
-            // points to live for the whole call.
-            Source::Callback(f, ctx) => with_c_sink(sink, |c| unsafe { f(*ctx, c, size) }),
+            Source::Callback(f, ctx) => {
+                // SAFETY: the registered callback; the C sink and the sink it
+                // points to live for the whole call.
+                let ret = with_c_sink(sink, |c| unsafe { f(*ctx, c, size) });
+                snapshot_from_c(ret)
+            }
         }
     }
 }

@@ -6,6 +6,7 @@ use core::ffi::c_void;
 use core::ptr;
 
 use perfaux::ring::OutputSink;
+use perfaux::{Error, Result};
 
 /// Where `snapshot_aux` writes: `copy` takes `len` bytes and returns how
 /// many it could **not** take (0 when all went in), like the kernel's
@@ -61,4 +62,45 @@ pub(crate) fn with_c_sink<R>(sink: &mut dyn OutputSink, f: impl FnOnce(&perfaux_
         ctx: ptr::from_mut(&mut sink).cast(),
     };
     f(&c)
+}
+
+/// A C `snapshot_aux`'s return (a byte count or a negative errno) as the
+/// engine's. An errno the engine has no name for reads as `EFAULT`: the copy
+/// failed, and the sample's AUX block is zero-filled either way.
+pub(crate) fn snapshot_from_c(ret: i64) -> Result<u64> {
+    if ret >= 0 {
+        return Ok(ret as u64);
+    }
+    Err(i32::try_from(ret)
+        .ok()
+        .and_then(Error::from_errno)
+        .unwrap_or(Error::Fault))
+}
+
+/// The engine's `snapshot_aux` result as C's: the byte count or a negative
+/// errno.
+pub(crate) fn snapshot_to_c(result: Result<u64>) -> i64 {
+    match result {
+        Ok(n) => i64::try_from(n).unwrap_or(i64::MAX),
+        Err(e) => i64::from(e.errno()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_results_cross_the_boundary_both_ways() {
+        assert_eq!(snapshot_from_c(4096), Ok(4096));
+        assert_eq!(snapshot_from_c(0), Ok(0));
+        assert_eq!(snapshot_from_c(-14), Err(Error::Fault));
+        assert_eq!(snapshot_from_c(-22), Err(Error::Invalid));
+        // -EIO has no name in the engine: a failed copy all the same.
+        assert_eq!(snapshot_from_c(-5), Err(Error::Fault));
+        assert_eq!(snapshot_from_c(i64::MIN), Err(Error::Fault));
+        assert_eq!(snapshot_to_c(Ok(512)), 512);
+        assert_eq!(snapshot_to_c(Err(Error::NoSpace)), -28);
+        assert_eq!(snapshot_to_c(Ok(u64::MAX)), i64::MAX);
+    }
 }

@@ -547,7 +547,8 @@ fn pt_path(c: &mut Criterion) {
                     b.iter(|| {
                         sink.clear();
                         let n = pt.snapshot_aux(&info, &mut sink, black_box(size));
-                        black_box(n);
+                        assert_eq!(n, Ok(size));
+                        black_box(sink.len());
                     })
                 },
             );

@@ -61,7 +61,7 @@ impl<'x, 'a> TestPmu<'x, 'a> {
 }
 
 impl SnapshotAux for TestPmu<'_, '_> {
-    fn snapshot_aux(&self, sink: &mut dyn OutputSink, size: u64) -> i64 {
+    fn snapshot_aux(&self, sink: &mut dyn OutputSink, size: u64) -> perfaux::Result<u64> {
         self.snapshots.set(self.snapshots.get() + 1);
         if let Some(ring) = self.pmi_ring.take() {
             let sampling = AuxSampling {
@@ -90,15 +90,16 @@ impl SnapshotAux for TestPmu<'_, '_> {
         let size = match self.behaviour.get() {
             Behaviour::Exact => size,
             Behaviour::Short(k) => size.saturating_sub(k),
-            Behaviour::Fail(errno) => return errno,
+            Behaviour::Fail(errno) => {
+                return Err(
+                    perfaux::Error::from_errno(errno as i32).unwrap_or(perfaux::Error::Fault)
+                );
+            }
         };
         if size == 0 {
-            return 0; // never ask copy_aux for zero bytes: it would copy everything
+            return Ok(0); // never ask copy_aux for zero bytes: it would copy everything
         }
         let to = self.position.get();
-        match copy_aux(&self.handle, sink, to.wrapping_sub(size), to) {
-            Ok(n) => n as i64,
-            Err(e) => i64::from(e.errno()),
-        }
+        copy_aux(&self.handle, sink, to.wrapping_sub(size), to)
     }
 }

@@ -111,7 +111,12 @@ impl Pmu for AuxPmu<'_, '_> {
             "stop"
         });
     }
-    fn snapshot_aux(&self, _: &EventInfo<'_>, sink: &mut dyn OutputSink, size: u64) -> i64 {
+    fn snapshot_aux(
+        &self,
+        _: &EventInfo<'_>,
+        sink: &mut dyn OutputSink,
+        size: u64,
+    ) -> perfaux::Result<u64> {
         self.calls.borrow_mut().push("snapshot");
         self.tracer.snapshot_aux(sink, size)
     }

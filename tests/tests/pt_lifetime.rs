@@ -187,7 +187,10 @@ fn a_migrating_event_an_aux_munmap_and_a_new_buffer() {
             tick(&tracers[c], round * 100 + t, round < 2 && t == 0);
         }
         let mut copy = Copy(Vec::new());
-        assert_eq!(cpus[c].snapshot_aux(&info(&attr, 7), &mut copy, 1024), 1024);
+        assert_eq!(
+            cpus[c].snapshot_aux(&info(&attr, 7), &mut copy, 1024),
+            Ok(1024)
+        );
         snapshots.push(copy.0);
         cpus[c].del(&info(&attr, 7), 0);
         assert!(!buffer.is_held());
@@ -221,7 +224,10 @@ fn a_migrating_event_an_aux_munmap_and_a_new_buffer() {
         tick(&tracers[1], 1000 + t, false);
     }
     let mut copy = Copy(Vec::new());
-    assert_eq!(cpus[1].snapshot_aux(&info(&attr, 7), &mut copy, 1024), 0);
+    assert_eq!(
+        cpus[1].snapshot_aux(&info(&attr, 7), &mut copy, 1024),
+        Ok(0)
+    );
     assert!(copy.0.is_empty());
     cpus[1].start(&info(&attr, 7), 0);
     assert!(cpus[1].is_stopped(), "no buffer: the event stays stopped");

@@ -68,7 +68,12 @@ impl Pmu for Interrupted<'_, '_, '_> {
     fn stop(&self, e: &EventInfo<'_>, flags: u32) {
         self.pt.stop(e, flags);
     }
-    fn snapshot_aux(&self, e: &EventInfo<'_>, sink: &mut dyn OutputSink, size: u64) -> i64 {
+    fn snapshot_aux(
+        &self,
+        e: &EventInfo<'_>,
+        sink: &mut dyn OutputSink,
+        size: u64,
+    ) -> perfaux::Result<u64> {
         let mut split = SplitSink {
             inner: sink,
             split: self.split,

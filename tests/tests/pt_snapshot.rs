@@ -278,7 +278,7 @@ fn a_snapshot_finds_its_table_in_a_buffer_of_several() {
             }
             bases.insert(tracer.output().0);
             let mut sink = SliceSink::new(&mut out);
-            assert_eq!(pt.snapshot_aux(&info, &mut sink, 65536), 65536);
+            assert_eq!(pt.snapshot_aux(&info, &mut sink, 65536), Ok(65536));
             let all = &model.borrow().0;
             if let Some(newest) = all.len().checked_sub(65536).map(|from| &all[from..]) {
                 assert_eq!(sink.written(), newest);

@@ -16,7 +16,7 @@ use crate::sync::Ordering;
 /// sample layer's one call into the leader's PMU.
 impl SnapshotAux for Event<'_> {
     #[inline]
-    fn snapshot_aux(&self, sink: &mut dyn OutputSink, size: u64) -> i64 {
+    fn snapshot_aux(&self, sink: &mut dyn OutputSink, size: u64) -> Result<u64> {
         self.pmu.snapshot_aux(&self.info(), sink, size)
     }
 }

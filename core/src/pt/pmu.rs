@@ -618,10 +618,15 @@ impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> Pmu for PtPmu<'x, O> {
         }
     }
 
-    fn snapshot_aux(&self, _event: &EventInfo<'_>, sink: &mut dyn OutputSink, size: u64) -> i64 {
+    fn snapshot_aux(
+        &self,
+        _event: &EventInfo<'_>,
+        sink: &mut dyn OutputSink,
+        size: u64,
+    ) -> Result<u64> {
         // Inside the driver's own update there is nothing consistent to copy.
         if size == 0 || self.busy.load() {
-            return 0;
+            return Ok(0);
         }
         // No transaction open here, or a writable buffer: nothing to copy.
         // `pt_event_snapshot_aux` WARNs at both, but a
@@ -629,13 +634,13 @@ impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> Pmu for PtPmu<'x, O> {
         // the buffer, and a sampler overflowing in between still asks; a
         // sampler may sit under a writable AUX area. No warning, then.
         let Some(buf) = self.buffer() else {
-            return 0;
+            return Ok(0);
         };
         if !buf.is_overwrite() {
-            return 0;
+            return Ok(0);
         }
         if !self.enter_busy() {
-            return 0;
+            return Ok(0);
         }
         // No pause or resume touches the tracer while the bytes are copied.
         self.pause_allowed.store(false);
@@ -650,10 +655,7 @@ impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> Pmu for PtPmu<'x, O> {
         let from = (to + bufsize - size).checked_rem(bufsize).unwrap_or(0);
         // SAFETY: the pages are valid while the transaction is open (the
         // buffer's invariants) and the tracer is stopped for the copy.
-        let n = match unsafe { copy_aux_pages(buf.pages(), sink, from, to) } {
-            Ok(n) => n as i64,
-            Err(e) => i64::from(e.errno()),
-        };
+        let n = unsafe { copy_aux_pages(buf.pages(), sink, from, to) };
         self.leave_busy();
         // `handle_nmi` says whether tracing was on: restart it (unless the
         // event is paused), re-allowing resume before and pause after.

@@ -3,6 +3,7 @@
 //! AUX leader PMU's `snapshot_aux` (`perf_aux_sample_output`, `perf_pmu_snapshot_aux`).
 
 use crate::aux::AuxArea;
+use crate::error::Result;
 use crate::platform::IrqMask;
 use crate::ring::OutputSink;
 
@@ -10,13 +11,18 @@ use crate::ring::OutputSink;
 /// (Linux `pmu::snapshot_aux`, `include/linux/perf_event.h`).
 pub trait SnapshotAux {
     /// Copies at most `size` bytes, the newest of the trace (oldest byte
-    /// first), into `sink`; returns how many, or a negative errno.
+    /// first), into `sink`; returns how many (Linux returns them, or a
+    /// negative errno, as a `long`; the C ABI does too).
+    ///
+    /// # Errors
+    /// Whatever stopped the copy (`EFAULT`: the sink took fewer bytes than
+    /// given). The sample's AUX block is zero-filled from where it stopped.
     ///
     /// Called with interrupts masked, usually from NMI, on the CPU where the
     /// AUX event is active. Must not change the event's state (no stop/start
     /// visible to it, no AUX transaction end), must make the tracer's writes
     /// visible before reading them, and resume tracing only if it was running.
-    fn snapshot_aux(&self, sink: &mut dyn OutputSink, size: u64) -> i64;
+    fn snapshot_aux(&self, sink: &mut dyn OutputSink, size: u64) -> Result<u64>;
 }
 
 /// The AUX side of a sampler (`event->aux_event`): the AUX leader's area
@@ -55,7 +61,12 @@ impl<S: SnapshotAux + ?Sized> AuxSampling<'_, '_, S> {
 
     /// `perf_pmu_snapshot_aux`: the PMU call between the `in_sampling`
     /// guard, with interrupts masked.
-    pub(super) fn snapshot(&self, irq: &dyn IrqMask, sink: &mut dyn OutputSink, size: u64) -> i64 {
+    pub(super) fn snapshot(
+        &self,
+        irq: &dyn IrqMask,
+        sink: &mut dyn OutputSink,
+        size: u64,
+    ) -> Result<u64> {
         let state = irq.save();
         self.area.set_in_sampling(true);
         let n = self.pmu.snapshot_aux(sink, size);

@@ -9,7 +9,7 @@ use perfaux::PmuCaps;
 use perfaux::pmu::{EventInfo, Pmu};
 use perfaux::ring::OutputSink;
 
-use crate::sink::{perfaux_sink, with_c_sink};
+use crate::sink::{perfaux_sink, snapshot_from_c, with_c_sink};
 
 /// A PMU whose callbacks are C functions (a counter, say). `caps` are
 /// `PERFAUX_CAP_*` bits. A NULL callback does nothing (`add` succeeds,
@@ -82,12 +82,18 @@ impl Pmu for OpsPmu {
             unsafe { f(self.0.ctx, e.id, flags, u32::from(e.aux_paused)) }
         }
     }
-    fn snapshot_aux(&self, e: &EventInfo<'_>, sink: &mut dyn OutputSink, size: u64) -> i64 {
+    fn snapshot_aux(
+        &self,
+        e: &EventInfo<'_>,
+        sink: &mut dyn OutputSink,
+        size: u64,
+    ) -> perfaux::Result<u64> {
         let Some(f) = self.0.snapshot_aux else {
-            return 0;
+            return Ok(0);
         };
         // SAFETY: the registered callback; the C sink and the sink it
         // points to live for the whole call.
-        with_c_sink(sink, |c| unsafe { f(self.0.ctx, e.id, c, size) })
+        let ret = with_c_sink(sink, |c| unsafe { f(self.0.ctx, e.id, c, size) });
+        snapshot_from_c(ret)
     }
 }

@@ -9,7 +9,7 @@ use perfaux::abi::PerfEventAttr;
 use perfaux::pmu::{EventInfo, Pmu, ef};
 
 use super::cpu::{cpu_ref, perfaux_pt_cpu};
-use crate::sink::{CSink, perfaux_sink};
+use crate::sink::{CSink, perfaux_sink, snapshot_to_c};
 use crate::storage::read_in;
 
 /// `PERF_EF_START` (add: start right away).
@@ -199,7 +199,7 @@ pub unsafe extern "C" fn perfaux_pt_snapshot_aux(
     let Some(sink) = (unsafe { read_in(sink) }).filter(|s| s.copy.is_some()) else {
         return i64::from(Error::Invalid.errno());
     };
-    b.pmu.snapshot_aux(&no_info(), &mut CSink(sink), size)
+    snapshot_to_c(b.pmu.snapshot_aux(&no_info(), &mut CSink(sink), size))
 }
 
 /// The ToPA PMI handler (`intel_pt_interrupt`): stops, ends the
