@@ -308,9 +308,9 @@ pub unsafe fn shared_u64<'a>(p: *mut u64) -> &'a AtomicU64 {
 
 /// Copies `src` to `dst` (payload bytes in a caller's page).
 ///
-/// Records of up to 64 bytes (most side-band records and small samples) are
-/// copied inline with at most four overlapping unaligned 16-byte moves,
-/// saving the call into `memcpy`. Copies larger than 2 KiB go in pieces of at
+/// Copies of up to 64 bytes (most side-band records and small samples) are
+/// made inline with at most four overlapping unaligned moves, saving the
+/// call into `memcpy`. Copies larger than 2 KiB go in pieces of at
 /// most 2 KiB: glibc's `memcpy` switches to `rep movsb` from 2112 bytes,
 /// which is six times slower when the destination is not cache-line aligned,
 /// and records start at 8-byte offsets (see the project's performance notes).
@@ -330,7 +330,9 @@ pub unsafe fn copy_to(dst: *mut u8, src: &[u8]) {
 }
 
 /// [`copy_to`] on plain memory (never loom's model of it: for buffers that
-/// are not ring memory, such as a [`SliceSink`](crate::ring::SliceSink)'s).
+/// are not ring memory, such as a [`SliceSink`](crate::ring::SliceSink)'s,
+/// and for the software tracer's packets, mostly 1 to 9 bytes, which it
+/// copies inline too).
 ///
 /// # Safety
 /// As for [`copy_to`].
@@ -342,7 +344,8 @@ pub(crate) unsafe fn copy_to_memory(dst: *mut u8, src: &[u8]) {
     // SAFETY: in every branch reads stay within `src` and writes within
     // `dst[..len]` (the caller's contract): each unaligned move covers
     // `[0, W)`, `[16, 32)`, `[len - 32, len - 16)` or `[len - W, len)` with
-    // `W <= len` (and the middle ones only when `len > 32`).
+    // `W <= len` (and the middle ones only when `len > 32`); a single byte
+    // is moved only when `len == 1`.
     unsafe {
         if (16..=64).contains(&len) {
             let first = s.cast::<u128>().read_unaligned();
@@ -362,6 +365,18 @@ pub(crate) unsafe fn copy_to_memory(dst: *mut u8, src: &[u8]) {
             let last = s.add(len - 8).cast::<u64>().read_unaligned();
             dst.cast::<u64>().write_unaligned(first);
             dst.add(len - 8).cast::<u64>().write_unaligned(last);
+        } else if (4..8).contains(&len) {
+            let first = s.cast::<u32>().read_unaligned();
+            let last = s.add(len - 4).cast::<u32>().read_unaligned();
+            dst.cast::<u32>().write_unaligned(first);
+            dst.add(len - 4).cast::<u32>().write_unaligned(last);
+        } else if (2..4).contains(&len) {
+            let first = s.cast::<u16>().read_unaligned();
+            let last = s.add(len - 2).cast::<u16>().read_unaligned();
+            dst.cast::<u16>().write_unaligned(first);
+            dst.add(len - 2).cast::<u16>().write_unaligned(last);
+        } else if len == 1 {
+            dst.write(s.read());
         } else if len <= PIECE {
             core::ptr::copy_nonoverlapping(s, dst, len);
         } else {

@@ -38,6 +38,16 @@ fn step() -> impl Strategy<Value = Step> {
 
 const PSB_PERIOD: u64 = 1024;
 
+/// Event 1 on CPU 0, running, as the PT PMU is told about it.
+fn event_1(attr: &PerfEventAttr) -> EventInfo<'_> {
+    EventInfo {
+        attr,
+        id: 1,
+        cpu: 0,
+        aux_paused: false,
+    }
+}
+
 fn run(aux_pages: usize, aux_order: u32, steps: &[Step]) -> std::result::Result<(), TestCaseError> {
     let mem = RingMemory::new(64, 0);
     let aux = AuxMemory::new(aux_pages, aux_order);
@@ -175,12 +185,7 @@ fn one_page_snapshot_buffer_uses_single_range_output() {
     with_pt(&mem, &aux, true, 512, FixedEvent::default(), |p| {
         let (area, tracer, pt) = (p.area, p.tracer, p.pmu);
         let attr = PerfEventAttr::new(136);
-        let info = EventInfo {
-            attr: &attr,
-            id: 1,
-            cpu: 0,
-            aux_paused: false,
-        };
+        let info = event_1(&attr);
         pt.add(&info, perfaux::pmu::ef::START).unwrap();
         assert!(!tracer.uses_topa());
         let (base, mask) = tracer.output();
@@ -258,12 +263,7 @@ fn a_snapshot_finds_its_table_in_a_buffer_of_several() {
     with_pt(&mem, &aux, true, 2048, FixedEvent::default(), |p| {
         let (tracer, pt, model) = (p.tracer, p.pmu, p.model);
         let attr = PerfEventAttr::new(136);
-        let info = EventInfo {
-            attr: &attr,
-            id: 1,
-            cpu: 0,
-            aux_paused: false,
-        };
+        let info = event_1(&attr);
         pt.add(&info, perfaux::pmu::ef::START).unwrap();
         tracer.trace(TraceEvent::Enable(0x40_0000));
         let mut bases = std::collections::BTreeSet::new();

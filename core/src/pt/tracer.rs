@@ -18,7 +18,7 @@
 use core::cell::{Cell, RefCell, UnsafeCell};
 use core::ops::Range;
 
-use crate::sync::{LocalBool, LocalPtr, LocalU32, LocalU64, barrier};
+use crate::sync::{LocalBool, LocalPtr, LocalU32, LocalU64, barrier, copy_to_memory};
 
 use super::config::{PtConfig, rtit_ctl};
 use super::stream::{PacketSink, PacketStream, TraceEvent};
@@ -428,7 +428,7 @@ impl<'p> SoftTracer<'p> {
             // (`open_window`), memory the driver handed to the tracer, which
             // `bytes` (the tracer's unit buffer or a constant) does not
             // overlap.
-            unsafe { copy_short(self.window.load(), bytes) };
+            unsafe { copy_to_memory(self.window.load(), bytes) };
             self.advance(bytes.len());
             return true;
         }
@@ -448,16 +448,10 @@ impl<'p> SoftTracer<'p> {
         // The offset (bits 63:32) stays inside the region: no carry.
         self.mask_ptrs
             .store(self.mask_ptrs.load() + ((n as u64) << 32));
-        self.written.store(self.written.load() + n as u64);
-        if let Some(tap) = self.tap.get() {
-            // SAFETY: the `n` bytes at `dst` were just written by this
-            // tracer, which nothing else writes meanwhile (the region is the
-            // tracer's); the view ends with this call.
-            let bytes = unsafe { core::slice::from_raw_parts(dst.cast_const(), n) };
-            if let Ok(mut t) = tap.try_borrow_mut() {
-                t.write(bytes);
-            }
-        }
+        // SAFETY: the `n` bytes at `dst` were just written by this tracer,
+        // which nothing else writes meanwhile (the region is the tracer's);
+        // the view ends with this call.
+        self.written_piece(unsafe { core::slice::from_raw_parts(dst.cast_const(), n) });
         if let Some(f) = self.interrupt.get() {
             f();
         }
@@ -716,54 +710,10 @@ impl PacketSink for Unit<'_, '_> {
             // or a window of more than that, see `new`), and `len +
             // bytes.len() <= UNIT_CAP`; `bytes` is a packet on the stack or
             // a constant, not the output or the unit buffer.
-            unsafe { copy_short(self.dst.add(self.len), bytes) };
+            unsafe { copy_to_memory(self.dst.add(self.len), bytes) };
             self.len += bytes.len();
         } else {
             self.dropped |= !self.tracer.emit(bytes);
-        }
-    }
-}
-
-/// Copies `src` (at most a unit, usually a packet of a few bytes) to `dst`
-/// inline, with overlapping unaligned moves instead of a call to `memcpy`,
-/// which costs more than such a copy.
-///
-/// # Safety
-/// `dst` must be valid for writes of `src.len()` bytes and not overlap `src`.
-#[inline(always)]
-unsafe fn copy_short(dst: *mut u8, src: &[u8]) {
-    let n = src.len();
-    let s = src.as_ptr();
-    // SAFETY: every move reads inside `src` and writes inside
-    // `dst[..n]`: a move of `W` bytes at `0`, `n - W` or `i < n - W`
-    // happens only when `n >= W` (the caller's contract gives `dst`).
-    unsafe {
-        if n >= 16 {
-            let mut i = 0;
-            while i + 16 < n {
-                let v = s.add(i).cast::<u128>().read_unaligned();
-                dst.add(i).cast::<u128>().write_unaligned(v);
-                i += 16;
-            }
-            let v = s.add(n - 16).cast::<u128>().read_unaligned();
-            dst.add(n - 16).cast::<u128>().write_unaligned(v);
-        } else if n >= 8 {
-            let a = s.cast::<u64>().read_unaligned();
-            let b = s.add(n - 8).cast::<u64>().read_unaligned();
-            dst.cast::<u64>().write_unaligned(a);
-            dst.add(n - 8).cast::<u64>().write_unaligned(b);
-        } else if n >= 4 {
-            let a = s.cast::<u32>().read_unaligned();
-            let b = s.add(n - 4).cast::<u32>().read_unaligned();
-            dst.cast::<u32>().write_unaligned(a);
-            dst.add(n - 4).cast::<u32>().write_unaligned(b);
-        } else if n >= 2 {
-            let a = s.cast::<u16>().read_unaligned();
-            let b = s.add(n - 2).cast::<u16>().read_unaligned();
-            dst.cast::<u16>().write_unaligned(a);
-            dst.add(n - 2).cast::<u16>().write_unaligned(b);
-        } else if n == 1 {
-            dst.write(s.read());
         }
     }
 }

@@ -277,21 +277,7 @@ impl<H: NestHook> OutputHandle<'_, '_, H> {
     #[inline(always)]
     pub fn copy(&mut self, buf: &[u8]) -> usize {
         let (now, rest) = buf.split_at(buf.len().min(self.left));
-        // Fast path, as `walk`'s, written out so that the slice stays in
-        // registers (through `walk`'s closure it went to the stack and came
-        // back, a store-forwarding stall on every small record).
-        if now.len() < self.left_in_chunk {
-            self.ring.hook.at(self.ring, Point::CopyPiece);
-            // SAFETY: `addr` is valid for `left_in_chunk > now.len()` bytes
-            // of the reserved record (the handle's fields, kept by `walk`);
-            // `now` is caller memory, not ring memory.
-            unsafe { copy_to(self.addr, now) };
-            self.addr = self.addr.wrapping_add(now.len());
-            self.left_in_chunk -= now.len();
-            self.left -= now.len();
-            return rest.len();
-        }
-        self.walk_chunks(now.len(), |dst, from, n| {
+        self.walk(now.len(), |dst, from, n| {
             // `walk` hands out pieces inside `0..now.len()`: `get` never
             // misses, and leaves no panic path in the writer.
             if let Some(src) = now.get(from..from + n) {
