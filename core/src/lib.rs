@@ -22,6 +22,8 @@
 //!   output redirection, inheritance, the overflow flow) over the PMU contract;
 //! - [`pt`]: the PT-style PMU: packets, ToPA, a software tracer, and the
 //!   PMU in snapshot and full-trace modes;
+//! - [`insn`]: an x86-64 instruction length decoder and branch classifier,
+//!   for a tracer that follows a program one instruction at a time;
 //! - [`ring`]: the data ring: output handles with NMI nesting, lost
 //!   records, wakeups, and its consumers;
 //! - [`PmuCaps`]: what a PMU can do, as those checks need to know;
@@ -244,6 +246,7 @@ pub mod aux;
 mod caps;
 mod error;
 pub mod event;
+pub mod insn;
 pub mod platform;
 pub mod pmu;
 pub mod pt;
