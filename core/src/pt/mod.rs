@@ -15,6 +15,7 @@ pub mod buffer;
 pub mod config;
 pub mod packet;
 pub mod pmu;
+pub mod step;
 pub mod stream;
 pub mod topa;
 pub mod tracer;
