@@ -178,6 +178,30 @@
 #define PERFAUX_EF_RESUME 16
 
 /**
+ * Words of `struct perfaux_stepper`.
+ */
+#define PERFAUX_STEPPER_WORDS 8
+
+/**
+ * Size in bytes of `struct perfaux_stepper` (aligned to `PERFAUX_OBJECT_ALIGN`).
+ */
+#define PERFAUX_STEPPER_SIZE (PERFAUX_STEPPER_WORDS * 8)
+
+/**
+ * `perfaux_step_leave`: the pending instruction ran and trapped into the
+ * kernel (a system call, as the system-call exit path reports it); `ip` is
+ * ignored.
+ */
+#define PERFAUX_STEP_TRAP 1
+
+/**
+ * `perfaux_step_leave`: the kernel was entered with `ip` saved as the
+ * thread's next user instruction (an interrupt, exception, signal or
+ * context switch).
+ */
+#define PERFAUX_STEP_INTERRUPTED 2
+
+/**
  * `perfaux_trace_event.kind`: a conditional branch (Jcc, LOOP, JRCXZ), a
  * TNT bit: `PERFAUX_TRACE_TAKEN` in `flags` if taken; `target` is the next
  * instruction (the target if taken, else the one after the branch).
@@ -725,6 +749,31 @@ typedef struct perfaux_aux_ops {
    */
   void *ctx;
 } perfaux_aux_ops;
+
+/**
+ * Storage of one CPU's single-step tracer. Opaque.
+ */
+typedef struct perfaux_stepper {
+  /**
+   * Opaque.
+   */
+  uint64_t opaque[PERFAUX_STEPPER_WORDS];
+} perfaux_stepper;
+
+/**
+ * What the thread's trace holds so far, from `perfaux_step_stats`.
+ */
+typedef struct perfaux_step_stats {
+  /**
+   * Instructions retired: what a decoder of the trace counts.
+   */
+  uint64_t retired;
+  /**
+   * Traps where the trace had to resynchronize (an instruction that did
+   * not decode, a kernel entry nobody reported): each lost an instruction.
+   */
+  uint64_t resyncs;
+} perfaux_step_stats;
 
 /**
  * One thing that happened on the traced CPU, for `perfaux_pt_trace`.
@@ -1361,6 +1410,110 @@ int64_t perfaux_pt_snapshot_aux(struct perfaux_pt_cpu *cpu,
  * `cpu` NULL or PT CPU storage; called from the PMI on the PMU's CPU.
  */
 int perfaux_pt_handle_pmi(struct perfaux_pt_cpu *cpu);
+
+/**
+ * Initializes a stepper that follows no thread yet. Returns 0, `-EINVAL`
+ * for NULL or misaligned storage, `-EBUSY` if it is initialized.
+ *
+ * # Safety
+ * `stepper` NULL or valid for writes of `sizeof(struct perfaux_stepper)`
+ * bytes, not moved while initialized, and used by one call at a time.
+ */
+int perfaux_stepper_init(struct perfaux_stepper *stepper);
+
+/**
+ * Tears a stepper down (its storage may be initialized again). Returns 0,
+ * or `-EINVAL` if it is not an initialized stepper.
+ *
+ * # Safety
+ * As for `perfaux_stepper_init`.
+ */
+int perfaux_stepper_fini(struct perfaux_stepper *stepper);
+
+/**
+ * Where `perfaux_step` needs instruction bytes from: stores the address in
+ * `*ip` and returns 0, or returns `-ENOENT` when the stepper follows no
+ * thread or the thread's resume address is unknown, `-EINVAL` for a bad
+ * argument.
+ *
+ * # Safety
+ * `stepper` as for `perfaux_stepper_init`; `ip` NULL or writable.
+ */
+int perfaux_step_pending(struct perfaux_stepper *stepper, uint64_t *ip);
+
+/**
+ * A single-step trap: the instruction at `perfaux_step_pending`, whose
+ * first `len` bytes are at `code` (give 15 when you can; fewer where the
+ * page ends), ran and the thread now runs `next`; `tsc` is the time stamp
+ * counter. Writes its packets into `cpu`'s tracer. Returns the number of
+ * ToPA PMIs the writes raised (call `perfaux_pt_handle_pmi` for each),
+ * `-ENOENT` when the stepper follows no thread (nothing written),
+ * `-EINVAL` for a bad argument. An instruction that does not decode is
+ * written as an overflow and counted in `perfaux_step_stats`.
+ *
+ * # Safety
+ * `stepper` as for `perfaux_stepper_init`; `cpu` NULL or PT CPU storage;
+ * `code` readable for `len` bytes (or NULL with `len` 0).
+ */
+int perfaux_step(struct perfaux_stepper *stepper,
+                 struct perfaux_pt_cpu *cpu,
+                 const uint8_t *code,
+                 size_t len,
+                 uint64_t next,
+                 uint64_t tsc);
+
+/**
+ * The thread entered the kernel: `how` is `PERFAUX_STEP_TRAP` (the pending
+ * instruction was a system call) or `PERFAUX_STEP_INTERRUPTED` with `ip`
+ * the user IP the kernel saved. Writes TIP.PGD, or FUP + TIP.PGD for an
+ * interruption before the pending instruction ran; nothing when the
+ * thread is not in traced user code. Returns the number of ToPA PMIs the
+ * writes raised, or `-EINVAL` for a bad argument.
+ *
+ * # Safety
+ * As for `perfaux_step`.
+ */
+int perfaux_step_leave(struct perfaux_stepper *stepper,
+                       struct perfaux_pt_cpu *cpu,
+                       uint32_t how,
+                       uint64_t ip);
+
+/**
+ * The thread goes back to user code at `ip` (the stepper starts following
+ * it if it did not): the next `perfaux_step` writes TSC + TIP.PGE(`ip`)
+ * first. Returns 0, or `-EINVAL` for a bad argument.
+ *
+ * # Safety
+ * As for `perfaux_stepper_init`.
+ */
+int perfaux_step_resume(struct perfaux_stepper *stepper, uint64_t ip);
+
+/**
+ * Stops following the thread, which is in the kernel with `ip` saved as
+ * its next user instruction (FUP + TIP.PGD if it was in user code before
+ * that instruction, TIP.PGD if that instruction trapped). Returns the
+ * number of ToPA PMIs the writes raised, or `-EINVAL`.
+ *
+ * # Safety
+ * As for `perfaux_step`.
+ */
+int perfaux_step_stop(struct perfaux_stepper *stepper, struct perfaux_pt_cpu *cpu, uint64_t ip);
+
+/**
+ * Whether the stepper follows a thread: 1, 0, or `-EINVAL`.
+ *
+ * # Safety
+ * As for `perfaux_stepper_init`.
+ */
+int perfaux_step_following(struct perfaux_stepper *stepper);
+
+/**
+ * Stores the stepper's counts in `*stats`. Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * As for `perfaux_stepper_init`; `stats` NULL or writable.
+ */
+int perfaux_step_stats(struct perfaux_stepper *stepper, struct perfaux_step_stats *stats);
 
 /**
  * Feeds the software tracer: the packets for `event` go to the buffer

@@ -326,19 +326,48 @@ mod tests {
     fn each_branch_kind_makes_the_event_perf_expects() {
         let ip = 0x40_0000;
         let cases: &[(&[u8], u64, TraceEvent)] = &[
-            (&[0x74, 0x10], ip + 0x12, TraceEvent::Conditional { taken: true, next: ip + 0x12 }),
-            (&[0x74, 0x10], ip + 2, TraceEvent::Conditional { taken: false, next: ip + 2 }),
-            (&[0xe2, 0xfe], ip, TraceEvent::Conditional { taken: true, next: ip }), // loop .
+            (
+                &[0x74, 0x10],
+                ip + 0x12,
+                TraceEvent::Conditional {
+                    taken: true,
+                    next: ip + 0x12,
+                },
+            ),
+            (
+                &[0x74, 0x10],
+                ip + 2,
+                TraceEvent::Conditional {
+                    taken: false,
+                    next: ip + 2,
+                },
+            ),
+            (
+                &[0xe2, 0xfe],
+                ip,
+                TraceEvent::Conditional {
+                    taken: true,
+                    next: ip,
+                },
+            ), // loop .
             (&[0xeb, 0x00], ip + 2, TraceEvent::Jump { target: ip + 2 }),
             (
                 &[0xe8, 0x10, 0, 0, 0],
                 ip + 0x15,
-                TraceEvent::Call { target: ip + 0x15, ret: ip + 5, indirect: false },
+                TraceEvent::Call {
+                    target: ip + 0x15,
+                    ret: ip + 5,
+                    indirect: false,
+                },
             ),
             (
                 &[0xff, 0xd0],
                 0x1234,
-                TraceEvent::Call { target: 0x1234, ret: ip + 2, indirect: true },
+                TraceEvent::Call {
+                    target: 0x1234,
+                    ret: ip + 2,
+                    indirect: true,
+                },
             ),
             (&[0xc3], 0x999, TraceEvent::Return { target: 0x999 }),
             (&[0xff, 0xe0], 0x777, TraceEvent::Indirect { target: 0x777 }),
@@ -386,7 +415,13 @@ mod tests {
         let mut s = at(0x3000);
         let mut ev = Vec::new();
         s.leave(Entry::Interrupted(0x3000), &mut |e| ev.push(e));
-        assert_eq!(ev, [TraceEvent::Async { from: 0x3000, to: None }]);
+        assert_eq!(
+            ev,
+            [TraceEvent::Async {
+                from: 0x3000,
+                to: None
+            }]
+        );
         assert_eq!((s.pending(), s.retired()), (Some(0x3000), 0));
         // A second report while out changes nothing but the resume address.
         s.leave(Entry::Interrupted(0x3000), &mut |e| ev.push(e));
@@ -415,7 +450,13 @@ mod tests {
         let mut s = at(0x3000);
         let mut ev = Vec::new();
         s.stop(0x3000, &mut |e| ev.push(e));
-        assert_eq!(ev, [TraceEvent::Async { from: 0x3000, to: None }]);
+        assert_eq!(
+            ev,
+            [TraceEvent::Async {
+                from: 0x3000,
+                to: None
+            }]
+        );
         assert!(!s.following());
         // Idle: nothing more is written.
         s.leave(Entry::Trap, &mut |e| ev.push(e));
@@ -431,7 +472,10 @@ mod tests {
         assert_eq!(
             ev,
             [
-                TraceEvent::Async { from: 0x1001, to: None },
+                TraceEvent::Async {
+                    from: 0x1001,
+                    to: None
+                },
                 TraceEvent::Time(100),
                 TraceEvent::Enable(0x9000)
             ]
@@ -439,8 +483,20 @@ mod tests {
         // A Jcc that went neither way: its not-taken bit first.
         let mut s = at(0x1000);
         let (ev, _) = run(&mut s, &[0x74, 0x10], 0x9000);
-        assert_eq!(ev[0], TraceEvent::Conditional { taken: false, next: 0x1002 });
-        assert_eq!(ev[1], TraceEvent::Async { from: 0x1002, to: None });
+        assert_eq!(
+            ev[0],
+            TraceEvent::Conditional {
+                taken: false,
+                next: 0x1002
+            }
+        );
+        assert_eq!(
+            ev[1],
+            TraceEvent::Async {
+                from: 0x1002,
+                to: None
+            }
+        );
     }
 
     #[test]
@@ -450,7 +506,11 @@ mod tests {
         assert_eq!(r, Err(StepError::UnreportedKernelEntry));
         assert_eq!(
             ev,
-            [TraceEvent::Disable(None), TraceEvent::Time(100), TraceEvent::Enable(0x1010)]
+            [
+                TraceEvent::Disable(None),
+                TraceEvent::Time(100),
+                TraceEvent::Enable(0x1010)
+            ]
         );
         assert_eq!((s.pending(), s.retired()), (Some(0x1010), 1));
 

@@ -17,10 +17,12 @@ mod buffer;
 mod cpu;
 mod ops;
 mod output;
+mod step;
 mod trace;
 
 pub use buffer::*;
 pub use cpu::*;
 pub use ops::*;
 pub use output::perfaux_aux_ops;
+pub use step::*;
 pub use trace::*;
