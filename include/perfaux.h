@@ -1489,6 +1489,17 @@ int perfaux_step_leave(struct perfaux_stepper *stepper,
 int perfaux_step_resume(struct perfaux_stepper *stepper, uint64_t ip);
 
 /**
+ * Starts following a thread that is inside a system call: where it
+ * returns to user code comes from the system-call exit
+ * (`perfaux_step_leave` with `PERFAUX_STEP_TRAP`, then
+ * `perfaux_step_resume`). Returns 0, or `-EINVAL` for a bad argument.
+ *
+ * # Safety
+ * As for `perfaux_stepper_init`.
+ */
+int perfaux_step_follow_in_syscall(struct perfaux_stepper *stepper);
+
+/**
  * Stops following the thread, which is in the kernel with `ip` saved as
  * its next user instruction (FUP + TIP.PGD if it was in user code before
  * that instruction, TIP.PGD if that instruction trapped). Returns the

@@ -154,17 +154,38 @@ impl Stepper {
         self.state = State::Out(Some(ip));
     }
 
+    /// Starts following a thread that is inside a system call: where it
+    /// returns to user code comes from the system-call exit
+    /// ([`leave`](Self::leave) with [`Entry::Trap`], then
+    /// [`resume_at`](Self::resume_at)).
+    pub fn follow_in_system_call(&mut self) {
+        self.state = State::Out(None);
+    }
+
     /// The thread entered the kernel (see [`Entry`]). Writes TIP.PGD for a
     /// trap, FUP(ip) + TIP.PGD for an interruption of the pending
     /// instruction; nothing when the thread was not in user code. The
     /// resume address is then the interrupted IP, or unknown after a trap
     /// until [`resume_at`](Self::resume_at).
     pub fn leave(&mut self, entry: Entry, out: &mut impl FnMut(TraceEvent)) {
-        let State::At(pending) = self.state else {
-            if let (State::Out(_), Entry::Interrupted(ip)) = (self.state, entry) {
-                self.state = State::Out(Some(ip));
+        let pending = match (self.state, entry) {
+            (State::At(pending), _) => pending,
+            (State::Out(Some(resume)), Entry::Trap) => {
+                // A system call with no single-step trap since the return
+                // to `resume`: the instruction there was that system call
+                // (a restarted one, most often), and it ran first.
+                out(TraceEvent::Enable(resume));
+                self.retire_trap(out);
+                self.state = State::Out(None);
+                return;
             }
-            return;
+            (State::Out(_), Entry::Interrupted(ip)) => {
+                // Still out; the kernel saved another resume address (a
+                // system call it restarts, a signal frame).
+                self.state = State::Out(Some(ip));
+                return;
+            }
+            (State::Out(None) | State::Idle, _) => return,
         };
         match entry {
             Entry::Interrupted(ip) if ip == pending => {
@@ -443,6 +464,33 @@ mod tests {
         assert_eq!(s.pending(), None);
         s.resume_at(0x3002);
         assert_eq!(s.pending(), Some(0x3002));
+    }
+
+    #[test]
+    fn a_system_call_first_after_a_return_ran_there() {
+        // The kernel restarts the system call at 0x3000: back there, it
+        // runs again before any single-step trap.
+        let mut s = at(0x3000);
+        let mut ev = Vec::new();
+        s.leave(Entry::Trap, &mut |e| ev.push(e));
+        s.resume_at(0x3000);
+        s.leave(Entry::Trap, &mut |e| ev.push(e));
+        assert_eq!(
+            ev,
+            [
+                TraceEvent::Disable(None),
+                TraceEvent::Enable(0x3000),
+                TraceEvent::Disable(None)
+            ]
+        );
+        assert_eq!((s.pending(), s.retired()), (None, 2));
+        // Inside a system call when first seen: nothing until its exit.
+        let mut s = Stepper::new();
+        s.follow_in_system_call();
+        s.leave(Entry::Trap, &mut |e| ev.push(e));
+        assert_eq!((ev.len(), s.retired()), (3, 0));
+        s.resume_at(0x4000);
+        assert_eq!(s.pending(), Some(0x4000));
     }
 
     #[test]

@@ -271,6 +271,23 @@ pub unsafe extern "C" fn perfaux_step_resume(stepper: *mut perfaux_stepper, ip: 
     0
 }
 
+/// Starts following a thread that is inside a system call: where it
+/// returns to user code comes from the system-call exit
+/// (`perfaux_step_leave` with `PERFAUX_STEP_TRAP`, then
+/// `perfaux_step_resume`). Returns 0, or `-EINVAL` for a bad argument.
+///
+/// # Safety
+/// As for `perfaux_stepper_init`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_step_follow_in_syscall(stepper: *mut perfaux_stepper) -> c_int {
+    // SAFETY: NULL or stepper storage, one call at a time (the contract).
+    let Some(b) = (unsafe { stepper_mut(stepper) }) else {
+        return Error::Invalid.errno();
+    };
+    b.stepper.follow_in_system_call();
+    0
+}
+
 /// Stops following the thread, which is in the kernel with `ip` saved as
 /// its next user instruction (FUP + TIP.PGD if it was in user code before
 /// that instruction, TIP.PGD if that instruction trapped). Returns the
