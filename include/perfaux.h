@@ -188,11 +188,11 @@
 #define PERFAUX_STEPPER_SIZE (PERFAUX_STEPPER_WORDS * 8)
 
 /**
- * `perfaux_step_leave`: the pending instruction ran and trapped into the
- * kernel (a system call, as the system-call exit path reports it); `ip` is
- * ignored.
+ * `perfaux_step_leave`: a system call instruction at `ip` ran, as the
+ * system-call exit path reports it (`ip`: the return address minus 2,
+ * before the kernel changed it for a restart, `execve` or `sigreturn`).
  */
-#define PERFAUX_STEP_TRAP 1
+#define PERFAUX_STEP_SYSCALL 1
 
 /**
  * `perfaux_step_leave`: the kernel was entered with `ip` saved as the
@@ -1463,8 +1463,8 @@ int perfaux_step(struct perfaux_stepper *stepper,
                  uint64_t tsc);
 
 /**
- * The thread entered the kernel: `how` is `PERFAUX_STEP_TRAP` (the pending
- * instruction was a system call) or `PERFAUX_STEP_INTERRUPTED` with `ip`
+ * The thread entered the kernel: `how` is `PERFAUX_STEP_SYSCALL` with `ip`
+ * the system call instruction, or `PERFAUX_STEP_INTERRUPTED` with `ip`
  * the user IP the kernel saved. Writes TIP.PGD, or FUP + TIP.PGD for an
  * interruption before the pending instruction ran; nothing when the
  * thread is not in traced user code. Returns the number of ToPA PMIs the
@@ -1487,17 +1487,6 @@ int perfaux_step_leave(struct perfaux_stepper *stepper,
  * As for `perfaux_stepper_init`.
  */
 int perfaux_step_resume(struct perfaux_stepper *stepper, uint64_t ip);
-
-/**
- * Starts following a thread that is inside a system call: where it
- * returns to user code comes from the system-call exit
- * (`perfaux_step_leave` with `PERFAUX_STEP_TRAP`, then
- * `perfaux_step_resume`). Returns 0, or `-EINVAL` for a bad argument.
- *
- * # Safety
- * As for `perfaux_stepper_init`.
- */
-int perfaux_step_follow_in_syscall(struct perfaux_stepper *stepper);
 
 /**
  * Stops following the thread, which is in the kernel with `ip` saved as

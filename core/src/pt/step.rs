@@ -11,7 +11,7 @@
 //!   [`insn`](crate::insn) classifier tells the branch kind, so a Jcc becomes
 //!   a TNT bit, a RET or an indirect branch a TIP, a direct JMP nothing;
 //! - [`Stepper::leave`], when the thread enters the kernel: a system call or
-//!   another trapping instruction that ran ([`Entry::Trap`]: TIP.PGD, as the
+//!   another trapping instruction that ran ([`Entry::SystemCall(0x1012)`]: TIP.PGD, as the
 //!   CPL change disables a user-only trace), or an interrupt, exception or
 //!   context switch before the pending instruction ran
 //!   ([`Entry::Interrupted`]: FUP + TIP.PGD, an asynchronous disable);
@@ -43,7 +43,7 @@
 //! // `syscall` at 0x1012 runs: the system-call exit path reports it, and
 //! // that the kernel returns to 0x1014.
 //! assert_eq!(s.pending(), Some(0x1012));
-//! s.leave(Entry::Trap, &mut |e| events.push(e));
+//! s.leave(Entry::SystemCall(0x1012), &mut |e| events.push(e));
 //! s.resume_at(0x1014);
 //! assert_eq!(s.retired(), 2);
 //! assert_eq!(
@@ -63,13 +63,14 @@ use crate::insn::{Branch, InsnError, decode};
 /// How the thread entered the kernel, for [`Stepper::leave`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Entry {
-    /// The pending instruction ran and trapped into the kernel: a system
-    /// call (SYSCALL, INT 0x80) as the system-call exit path reports it.
-    Trap,
+    /// A system call instruction (SYSCALL, SYSENTER, INT 0x80, all two
+    /// bytes long) at the address ran, as the system-call exit path reports
+    /// it: the return address minus 2 before the kernel changed it.
+    SystemCall(u64),
     /// The kernel was entered with `ip` saved as the thread's next user
     /// instruction (an interrupt, an exception, a context switch, a signal):
     /// if `ip` is the pending instruction, that instruction did not run
-    /// (an asynchronous exit); otherwise it ran and trapped (INT3, INT n).
+    /// (an asynchronous exit); otherwise it ran and trapped (INT3).
     Interrupted(u64),
 }
 
@@ -154,14 +155,6 @@ impl Stepper {
         self.state = State::Out(Some(ip));
     }
 
-    /// Starts following a thread that is inside a system call: where it
-    /// returns to user code comes from the system-call exit
-    /// ([`leave`](Self::leave) with [`Entry::Trap`], then
-    /// [`resume_at`](Self::resume_at)).
-    pub fn follow_in_system_call(&mut self) {
-        self.state = State::Out(None);
-    }
-
     /// The thread entered the kernel (see [`Entry`]). Writes TIP.PGD for a
     /// trap, FUP(ip) + TIP.PGD for an interruption of the pending
     /// instruction; nothing when the thread was not in user code. The
@@ -170,12 +163,17 @@ impl Stepper {
     pub fn leave(&mut self, entry: Entry, out: &mut impl FnMut(TraceEvent)) {
         let pending = match (self.state, entry) {
             (State::At(pending), _) => pending,
-            (State::Out(Some(resume)), Entry::Trap) => {
-                // A system call with no single-step trap since the return
-                // to `resume`: the instruction there was that system call
-                // (a restarted one, most often), and it ran first.
+            (State::Out(Some(resume)), Entry::SystemCall(at)) if at == resume => {
+                // The system call at `resume` ran first after the return
+                // there, before any single-step trap (a restarted one, or
+                // one a signal handler returned to).
                 out(TraceEvent::Enable(resume));
                 self.retire_trap(out);
+                self.state = State::Out(None);
+                return;
+            }
+            (State::Out(_), Entry::SystemCall(_)) => {
+                // The thread was first seen inside this system call.
                 self.state = State::Out(None);
                 return;
             }
@@ -199,7 +197,7 @@ impl Stepper {
                 self.retire_trap(out);
                 self.state = State::Out(Some(ip));
             }
-            Entry::Trap => {
+            Entry::SystemCall(_) => {
                 self.retire_trap(out);
                 self.state = State::Out(None);
             }
@@ -460,7 +458,7 @@ mod tests {
         assert_eq!((s.pending(), s.retired()), (Some(0x5000), 1));
         // A system call: the return address comes from the exit path.
         let mut s = at(0x3000);
-        s.leave(Entry::Trap, &mut |_| {});
+        s.leave(Entry::SystemCall(0x3000), &mut |_| {});
         assert_eq!(s.pending(), None);
         s.resume_at(0x3002);
         assert_eq!(s.pending(), Some(0x3002));
@@ -472,9 +470,9 @@ mod tests {
         // runs again before any single-step trap.
         let mut s = at(0x3000);
         let mut ev = Vec::new();
-        s.leave(Entry::Trap, &mut |e| ev.push(e));
+        s.leave(Entry::SystemCall(0x3000), &mut |e| ev.push(e));
         s.resume_at(0x3000);
-        s.leave(Entry::Trap, &mut |e| ev.push(e));
+        s.leave(Entry::SystemCall(0x3000), &mut |e| ev.push(e));
         assert_eq!(
             ev,
             [
@@ -484,11 +482,12 @@ mod tests {
             ]
         );
         assert_eq!((s.pending(), s.retired()), (None, 2));
-        // Inside a system call when first seen: nothing until its exit.
+        // First seen inside a system call (resume guessed after it):
+        // nothing until its exit says where it returns.
         let mut s = Stepper::new();
-        s.follow_in_system_call();
-        s.leave(Entry::Trap, &mut |e| ev.push(e));
-        assert_eq!((ev.len(), s.retired()), (3, 0));
+        s.resume_at(0x5002);
+        s.leave(Entry::SystemCall(0x5000), &mut |e| ev.push(e));
+        assert_eq!((ev.len(), s.retired(), s.pending()), (3, 0, None));
         s.resume_at(0x4000);
         assert_eq!(s.pending(), Some(0x4000));
     }
@@ -507,7 +506,7 @@ mod tests {
         );
         assert!(!s.following());
         // Idle: nothing more is written.
-        s.leave(Entry::Trap, &mut |e| ev.push(e));
+        s.leave(Entry::SystemCall(0x3000), &mut |e| ev.push(e));
         assert_eq!(ev.len(), 1);
     }
 
@@ -569,7 +568,7 @@ mod tests {
         assert_eq!(s.retired(), 0);
 
         let mut s = at(0x1000);
-        s.leave(Entry::Trap, &mut |_| {});
+        s.leave(Entry::SystemCall(0x1000), &mut |_| {});
         let (ev, r) = run(&mut s, &[0x90], 0x2000);
         assert_eq!(r, Err(StepError::UnreportedKernelEntry));
         assert_eq!(ev, [TraceEvent::Time(100), TraceEvent::Enable(0x2000)]);

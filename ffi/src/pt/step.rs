@@ -8,7 +8,9 @@
 //!   instruction at `perfaux_step_pending`;
 //! - `perfaux_step_leave` when the thread entered the kernel (system-call
 //!   exit, signal delivery, the PMI of a sample, a context switch);
-//! - `perfaux_step_resume` with where the kernel returns it to user code.
+//! - `perfaux_step_resume` with where the kernel returns it to user code
+//!   (a thread first seen inside a system call: its return address; the
+//!   system-call exit corrects it).
 
 use core::ffi::c_int;
 use core::mem::{align_of, size_of};
@@ -26,10 +28,10 @@ pub const PERFAUX_STEPPER_WORDS: usize = 8;
 /// Size in bytes of `struct perfaux_stepper` (aligned to `PERFAUX_OBJECT_ALIGN`).
 pub const PERFAUX_STEPPER_SIZE: usize = PERFAUX_STEPPER_WORDS * 8;
 
-/// `perfaux_step_leave`: the pending instruction ran and trapped into the
-/// kernel (a system call, as the system-call exit path reports it); `ip` is
-/// ignored.
-pub const PERFAUX_STEP_TRAP: u32 = 1;
+/// `perfaux_step_leave`: a system call instruction at `ip` ran, as the
+/// system-call exit path reports it (`ip`: the return address minus 2,
+/// before the kernel changed it for a restart, `execve` or `sigreturn`).
+pub const PERFAUX_STEP_SYSCALL: u32 = 1;
 /// `perfaux_step_leave`: the kernel was entered with `ip` saved as the
 /// thread's next user instruction (an interrupt, exception, signal or
 /// context switch).
@@ -224,8 +226,8 @@ pub unsafe extern "C" fn perfaux_step(
     pmis.min(i32::MAX as u32) as c_int
 }
 
-/// The thread entered the kernel: `how` is `PERFAUX_STEP_TRAP` (the pending
-/// instruction was a system call) or `PERFAUX_STEP_INTERRUPTED` with `ip`
+/// The thread entered the kernel: `how` is `PERFAUX_STEP_SYSCALL` with `ip`
+/// the system call instruction, or `PERFAUX_STEP_INTERRUPTED` with `ip`
 /// the user IP the kernel saved. Writes TIP.PGD, or FUP + TIP.PGD for an
 /// interruption before the pending instruction ran; nothing when the
 /// thread is not in traced user code. Returns the number of ToPA PMIs the
@@ -246,7 +248,7 @@ pub unsafe extern "C" fn perfaux_step_leave(
         Err(e) => return e,
     };
     let entry = match how {
-        PERFAUX_STEP_TRAP => Entry::Trap,
+        PERFAUX_STEP_SYSCALL => Entry::SystemCall(ip),
         PERFAUX_STEP_INTERRUPTED => Entry::Interrupted(ip),
         _ => return Error::Invalid.errno(),
     };
@@ -268,23 +270,6 @@ pub unsafe extern "C" fn perfaux_step_resume(stepper: *mut perfaux_stepper, ip: 
         return Error::Invalid.errno();
     };
     b.stepper.resume_at(ip);
-    0
-}
-
-/// Starts following a thread that is inside a system call: where it
-/// returns to user code comes from the system-call exit
-/// (`perfaux_step_leave` with `PERFAUX_STEP_TRAP`, then
-/// `perfaux_step_resume`). Returns 0, or `-EINVAL` for a bad argument.
-///
-/// # Safety
-/// As for `perfaux_stepper_init`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn perfaux_step_follow_in_syscall(stepper: *mut perfaux_stepper) -> c_int {
-    // SAFETY: NULL or stepper storage, one call at a time (the contract).
-    let Some(b) = (unsafe { stepper_mut(stepper) }) else {
-        return Error::Invalid.errno();
-    };
-    b.stepper.follow_in_system_call();
     0
 }
 
