@@ -11,8 +11,9 @@
 //!   [`insn`](crate::insn) classifier tells the branch kind, so a Jcc becomes
 //!   a TNT bit, a RET or an indirect branch a TIP, a direct JMP nothing;
 //! - [`Stepper::leave`], when the thread enters the kernel: a system call or
-//!   another trapping instruction that ran ([`Entry::SystemCall(0x1012)`]: TIP.PGD, as the
-//!   CPL change disables a user-only trace), or an interrupt, exception or
+//!   another trapping instruction that ran ([`Entry::SystemCall`], or
+//!   [`Entry::Interrupted`] past the instruction: TIP.PGD, as the CPL change
+//!   disables a user-only trace), or an interrupt, exception or
 //!   context switch before the pending instruction ran
 //!   ([`Entry::Interrupted`]: FUP + TIP.PGD, an asynchronous disable);
 //! - [`Stepper::resume_at`], where the kernel sends the thread back to user
@@ -183,7 +184,7 @@ impl Stepper {
                 self.state = State::Out(Some(ip));
                 return;
             }
-            (State::Out(None) | State::Idle, _) => return,
+            (State::Idle, _) => return,
         };
         match entry {
             Entry::Interrupted(ip) if ip == pending => {
