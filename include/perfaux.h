@@ -178,6 +178,13 @@
 #define PERFAUX_EF_RESUME 16
 
 /**
+ * The PSB frequencies the tracer offers, as the `intel_pt` PMU's
+ * `caps/psb_periods` reports them: bit `n` set when `psb_period=n` (a PSB+
+ * every `2 KiB << n` of output) is accepted.
+ */
+#define PERFAUX_PT_PSB_PERIODS 63
+
+/**
  * Words of `struct perfaux_stepper`.
  */
 #define PERFAUX_STEPPER_WORDS 8
@@ -761,7 +768,7 @@ typedef struct perfaux_stepper {
 } perfaux_stepper;
 
 /**
- * What the thread's trace holds so far, from `perfaux_step_stats`.
+ * What the thread's trace holds so far, from `perfaux_step_get_stats`.
  */
 typedef struct perfaux_step_stats {
   /**
@@ -1449,7 +1456,7 @@ int perfaux_step_pending(struct perfaux_stepper *stepper, uint64_t *ip);
  * ToPA PMIs the writes raised (call `perfaux_pt_handle_pmi` for each),
  * `-ENOENT` when the stepper follows no thread (nothing written),
  * `-EINVAL` for a bad argument. An instruction that does not decode is
- * written as an overflow and counted in `perfaux_step_stats`.
+ * written as an overflow and counted in `perfaux_step_get_stats`.
  *
  * # Safety
  * `stepper` as for `perfaux_stepper_init`; `cpu` NULL or PT CPU storage;
@@ -1513,7 +1520,7 @@ int perfaux_step_following(struct perfaux_stepper *stepper);
  * # Safety
  * As for `perfaux_stepper_init`; `stats` NULL or writable.
  */
-int perfaux_step_stats(struct perfaux_stepper *stepper, struct perfaux_step_stats *stats);
+int perfaux_step_get_stats(struct perfaux_stepper *stepper, struct perfaux_step_stats *stats);
 
 /**
  * Feeds the software tracer: the packets for `event` go to the buffer

@@ -22,11 +22,16 @@
 #include <asm/msr.h>
 #include <asm/io.h>
 
-#include "../include/perfaux.h"
+#include "perfaux_pt.h"
 
 static unsigned int period_us = 500;
 module_param(period_us, uint, 0444);
 MODULE_PARM_DESC(period_us, "Microseconds between trace ticks per CPU (default 500)");
+
+static char *pmu_name = "perfaux_pt";
+module_param(pmu_name, charp, 0444);
+MODULE_PARM_DESC(pmu_name,
+		 "The PMU's name (default perfaux_pt; intel_pt on a machine without Intel PT lets the stock perf tool use it)");
 
 static unsigned int psb_period = 4096;
 module_param(psb_period, uint, 0444);
@@ -52,19 +57,7 @@ struct pax_buf {
 	void **pages;
 };
 
-/*
- * Per CPU: the Rust driver of the CPU, the AUX handle of its transaction,
- * the PT event added here, and the ticker.
- */
-struct pax_cpu {
-	struct perfaux_pt_cpu pt;
-	struct perf_output_handle handle;
-	struct perf_event *event;	/* between add and del (pt->handle.event) */
-	struct hrtimer timer;
-	bool traced;			/* the tracer saw the traced context last tick */
-	bool ready;			/* pt initialized */
-};
-static DEFINE_PER_CPU(struct pax_cpu, pax_cpu);
+DEFINE_PER_CPU(struct pax_cpu, pax_cpu);
 
 static struct pmu pax_pmu;
 static enum cpuhp_state pax_hp_state;
@@ -190,6 +183,16 @@ static int pax_event_init(struct perf_event *event)
 		return -EINVAL;
 	if (has_branch_stack(event))
 		return -EOPNOTSUPP;
+	event->hw.config = 0;
+	if (pax_step_wanted(event)) {
+		/*
+		 * The single-step tracer follows one thread: a CPU-wide event
+		 * would step every task on the CPU, perf included.
+		 */
+		if (!(event->attach_state & PERF_ATTACH_TASK))
+			return -EOPNOTSUPP;
+		event->hw.config = PAX_HW_STEP;
+	}
 	return 0;
 }
 
@@ -208,6 +211,8 @@ static void pax_start(struct perf_event *event, int flags)
 	perfaux_pt_start(&c->pt, 0, 0);
 	/* pt_event_start: no buffer (unmapped, full) leaves it stopped. */
 	event->hw.state = pax_tracing(c) ? 0 : PERF_HES_STOPPED;
+	if (!event->hw.state)
+		pax_step_start(c, event);
 }
 
 static void pax_stop(struct perf_event *event, int flags)
@@ -216,6 +221,7 @@ static void pax_stop(struct perf_event *event, int flags)
 
 	if (c->event != event)
 		return;
+	pax_step_stop(c);
 	perfaux_pt_stop(&c->pt, (flags & PERF_EF_UPDATE) ? PERFAUX_EF_UPDATE : 0, 0);
 	event->hw.state |= PERF_HES_STOPPED;
 }
@@ -283,6 +289,7 @@ static long pax_snapshot_aux(struct perf_event *event, struct perf_output_handle
 	const perfaux_sink sink = { .copy = pax_sink_copy, .ctx = handle };
 	int64_t r;
 
+	pax_step_sample_point(c);
 	r = perfaux_pt_snapshot_aux(&c->pt, &sink, size);
 	if (r > 0)
 		return r;
@@ -298,16 +305,19 @@ static long pax_snapshot_aux(struct perf_event *event, struct perf_output_handle
 	return pax_zero_fill(handle, size);
 }
 
-static void pax_trace(struct pax_cpu *c, const perfaux_trace_event *e)
+/*
+ * The ToPA PMIs the tracer's writes raised (full-trace mode): handle them
+ * now, as the hardware's PMI would, right after the write.
+ */
+void pax_handle_pmis(struct pax_cpu *c, int pmis)
 {
-	int pmis = perfaux_pt_trace(&c->pt, e);
-
-	/*
-	 * The ToPA PMIs the writes raised (full-trace mode): handle them now,
-	 * as the hardware's PMI would, right after the write.
-	 */
 	while (pmis-- > 0)
 		perfaux_pt_handle_pmi(&c->pt);
+}
+
+static void pax_trace(struct pax_cpu *c, const perfaux_trace_event *e)
+{
+	pax_handle_pmis(c, perfaux_pt_trace(&c->pt, e));
 }
 
 static enum hrtimer_restart pax_tick(struct hrtimer *t)
@@ -323,7 +333,8 @@ static enum hrtimer_restart pax_tick(struct hrtimer *t)
 	if (!regs || !pax_tracing(c))
 		return HRTIMER_RESTART;
 	event = c->handle.event;
-	if (event->hw.state & PERF_HES_STOPPED)
+	/* A single-stepped event's trace is the stepper's alone. */
+	if ((event->hw.state & PERF_HES_STOPPED) || (event->hw.config & PAX_HW_STEP))
 		return HRTIMER_RESTART;
 	user = user_mode(regs);
 	wanted = user ? !event->attr.exclude_user : !event->attr.exclude_kernel;
@@ -406,6 +417,7 @@ static int pax_cpu_offline(unsigned int cpu)
 
 static struct pmu pax_pmu = {
 	.module = THIS_MODULE,
+	.attr_groups = pax_attr_groups,
 	.task_ctx_nr = perf_sw_context,
 	.capabilities = PERF_PMU_CAP_EXCLUSIVE | PERF_PMU_CAP_ITRACE,
 	.event_init = pax_event_init,
@@ -428,6 +440,8 @@ static void pax_fini_cpus(void)
 
 		if (c->ready && perfaux_pt_cpu_fini(&c->pt))
 			pr_err("perfaux_pt: BUG: CPU %d still holds an AUX transaction\n", cpu);
+		if (c->ready)
+			pax_step_cpu_fini(c);
 		c->ready = false;
 	}
 }
@@ -461,16 +475,24 @@ static int __init pax_init(void)
 		};
 
 		r = perfaux_pt_cpu_init(&c->pt, &ops, &pax_phys, psb_period);
+		if (!r) {
+			r = pax_step_cpu_init(c);
+			if (r)
+				perfaux_pt_cpu_fini(&c->pt);
+		}
 		if (r) {
 			pr_err("perfaux_pt: CPU %d: %d\n", cpu, r);
 			goto fail_cpus;
 		}
 		c->ready = true;
 	}
-	r = perf_pmu_register(&pax_pmu, "perfaux_pt", -1);
-	if (r) {
-		pr_err("perfaux_pt: perf_pmu_register: %d\n", r);
+	r = pax_step_init();
+	if (r)
 		goto fail_cpus;
+	r = perf_pmu_register(&pax_pmu, pmu_name, -1);
+	if (r) {
+		pr_err("perfaux_pt: perf_pmu_register as %s: %d\n", pmu_name, r);
+		goto fail_step;
 	}
 	r = cpuhp_setup_state(CPUHP_AP_ONLINE_DYN, "perf/perfaux_pt:online", pax_cpu_online,
 			      pax_cpu_offline);
@@ -479,11 +501,14 @@ static int __init pax_init(void)
 		goto fail_pmu;
 	}
 	pax_hp_state = r;
-	pr_info("perfaux_pt: registered, type %d, tick %u us, PSB every %u bytes\n", pax_pmu.type,
-		period_us, psb_period);
+	pr_info("perfaux_pt: registered as %s, type %d, tick %u us, PSB every %u bytes%s\n",
+		pmu_name, pax_pmu.type, period_us, psb_period,
+		step_user ? ", user code single-stepped" : "");
 	return 0;
 fail_pmu:
 	perf_pmu_unregister(&pax_pmu);
+fail_step:
+	pax_step_exit();
 fail_cpus:
 	pax_fini_cpus();
 	perfaux_set_warn_hook(NULL);
@@ -495,6 +520,7 @@ static void __exit pax_exit(void)
 	/* No event is left (pmu.module holds the module while one exists). */
 	cpuhp_remove_state(pax_hp_state);
 	perf_pmu_unregister(&pax_pmu);
+	pax_step_exit();
 	pax_fini_cpus();
 	perfaux_set_warn_hook(NULL);
 	pr_info("perfaux_pt: unregistered\n");

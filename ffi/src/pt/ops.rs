@@ -61,6 +61,13 @@ fn flags_ok(flags: u32, allowed: u32) -> bool {
     flags & !allowed == 0
 }
 
+/// The PSB frequencies the tracer offers, as the `intel_pt` PMU's
+/// `caps/psb_periods` reports them: bit `n` set when `psb_period=n` (a PSB+
+/// every `2 KiB << n` of output) is accepted.
+pub const PERFAUX_PT_PSB_PERIODS: u32 = 0x3f;
+
+const _: () = assert!(PERFAUX_PT_PSB_PERIODS as u64 == perfaux::pt::config::PSB_PERIODS);
+
 /// `pt_event_init`'s check of an event's `attr.config` (the Intel PT format
 /// bits: `pt`, `tsc`, `noretcomp`, `branch`, `psb_period`; `cyc`, `mtc`,
 /// `pwr_evt`, `event`, `notnt`, `ptw` and `fup_on_ptw` are not offered):

@@ -44,7 +44,7 @@ pub struct perfaux_stepper {
     pub opaque: [u64; PERFAUX_STEPPER_WORDS],
 }
 
-/// What the thread's trace holds so far, from `perfaux_step_stats`.
+/// What the thread's trace holds so far, from `perfaux_step_get_stats`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct perfaux_step_stats {
@@ -191,7 +191,7 @@ pub unsafe extern "C" fn perfaux_step_pending(
 /// ToPA PMIs the writes raised (call `perfaux_pt_handle_pmi` for each),
 /// `-ENOENT` when the stepper follows no thread (nothing written),
 /// `-EINVAL` for a bad argument. An instruction that does not decode is
-/// written as an overflow and counted in `perfaux_step_stats`.
+/// written as an overflow and counted in `perfaux_step_get_stats`.
 ///
 /// # Safety
 /// `stepper` as for `perfaux_stepper_init`; `cpu` NULL or PT CPU storage;
@@ -314,7 +314,7 @@ pub unsafe extern "C" fn perfaux_step_following(stepper: *mut perfaux_stepper) -
 /// # Safety
 /// As for `perfaux_stepper_init`; `stats` NULL or writable.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn perfaux_step_stats(
+pub unsafe extern "C" fn perfaux_step_get_stats(
     stepper: *mut perfaux_stepper,
     stats: *mut perfaux_step_stats,
 ) -> c_int {

@@ -1,0 +1,362 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * perfaux_pt's single-step tracer of user code (module parameter
+ * step_user): for an event that traces user code only (intel_pt//u), the
+ * traced thread runs with EFLAGS.TF set, every instruction it retires traps
+ * into this module's DIE_DEBUG notifier, and the Rust core (perfaux_step:
+ * the instruction classifier and the per-thread state) writes the Intel PT
+ * packets hardware would: TNT for Jcc, TIP for RET and indirect branches,
+ * TIP.PGD at a system call, FUP + TIP.PGD where an interrupt stops it,
+ * TSC + TIP.PGE where the kernel returns it to user code.
+ *
+ * Where the kernel sends the thread back to user code, and the changes it
+ * makes to EFLAGS on the way, come from three hooks:
+ * - the sys_exit tracepoint: every system call's return address (execve's
+ *   new entry point, rt_sigreturn's interrupted IP, a restart's system
+ *   call), and TF again (execve's start_thread() clears it);
+ * - a kprobe on signal_setup_done(): signal delivery, after handle_signal()
+ *   cleared TF: the interrupted IP saved in the frame, then the handler;
+ * - the PMU's start and stop (context switches, enable, disable): the
+ *   thread's saved user IP.
+ * The thread is marked TIF_FORCED_TF (TF set by the kernel, as ptrace's
+ * enable_single_step() marks it), so that copy_process() clears TF in
+ * children (user_disable_single_step()) and ptrace hides it.
+ *
+ * Every stepper call runs with interrupts off on the stepper's CPU and
+ * never from NMI: the stepper is per CPU, for the one thread that CPU's
+ * event follows.
+ */
+#include <linux/kdebug.h>
+#include <linux/kprobes.h>
+#include <linux/module.h>
+#include <linux/sched.h>
+#include <linux/sched/task_stack.h>
+#include <linux/signal.h>
+#include <linux/tracepoint.h>
+#include <linux/uaccess.h>
+#include <asm/debugreg.h>
+#include <asm/irq_regs.h>
+#include <asm/msr.h>
+#include <asm/ptrace.h>
+#include <asm/sigframe.h>
+#include <asm/syscall.h>
+
+#include "perfaux_pt.h"
+
+bool step_user;
+module_param(step_user, bool, 0444);
+MODULE_PARM_DESC(step_user,
+		 "Trace the user code of user-only events (intel_pt//u) by single-stepping it (default 0: the timer tracer)");
+
+/* What the steppers wrote, summed over CPUs (read-only parameters). */
+static atomic64_t retired = ATOMIC64_INIT(0);
+static atomic64_t resyncs = ATOMIC64_INIT(0);
+
+static int pax_count_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%lld\n", (long long)atomic64_read(kp->arg));
+}
+
+static const struct kernel_param_ops pax_count_ops = { .get = pax_count_get };
+module_param_cb(retired, &pax_count_ops, &retired, 0444);
+MODULE_PARM_DESC(retired, "Instructions the single-step tracer has traced (what a decoder counts)");
+module_param_cb(resyncs, &pax_count_ops, &resyncs, 0444);
+MODULE_PARM_DESC(resyncs, "Single-step traps where the trace resynchronized (an instruction lost)");
+
+/*
+ * Per CPU, the stepper's counts as last added to the totals: the stepper's
+ * own counts only grow, the difference is what to add.
+ */
+static DEFINE_PER_CPU(struct perfaux_step_stats, pax_counted);
+
+/* After a stepper call: its ToPA PMIs, and the counts. */
+static void pax_step_done(struct pax_cpu *c, int r)
+{
+	struct perfaux_step_stats *seen = this_cpu_ptr(&pax_counted);
+	struct perfaux_step_stats now;
+
+	if (r > 0)
+		pax_handle_pmis(c, r);
+	if (perfaux_step_get_stats(&c->step, &now))
+		return;
+	atomic64_add(now.retired - seen->retired, &retired);
+	atomic64_add(now.resyncs - seen->resyncs, &resyncs);
+	*seen = now;
+}
+
+bool pax_step_wanted(struct perf_event *event)
+{
+	return step_user && event->attr.exclude_kernel && !event->attr.exclude_user;
+}
+
+/* Whether this CPU's event is stepping the current thread now. */
+static bool pax_stepping(struct pax_cpu *c)
+{
+	struct perf_event *event = c->event;
+
+	return c->step_task == current && event && (event->hw.config & PAX_HW_STEP) &&
+	       !(event->hw.state & PERF_HES_STOPPED);
+}
+
+static void pax_arm(struct pt_regs *regs)
+{
+	set_thread_flag(TIF_FORCED_TF);
+	regs->flags |= X86_EFLAGS_TF;
+}
+
+static void pax_disarm(struct pt_regs *regs)
+{
+	if (test_and_clear_thread_flag(TIF_FORCED_TF))
+		regs->flags &= ~X86_EFLAGS_TF;
+}
+
+/*
+ * The PMU starts the event on this CPU (pmu->start: a context switch in,
+ * an enable, enable_on_exec): follow the thread from where it returns to
+ * user code.
+ */
+void pax_step_start(struct pax_cpu *c, struct perf_event *event)
+{
+	struct pt_regs *regs;
+
+	if (!(event->hw.config & PAX_HW_STEP) || event->hw.target != current ||
+	    (current->flags & PF_KTHREAD) || !current->mm)
+		return;
+	regs = task_pt_regs(current);
+	/* A debugger single-steps it, or it is not 64-bit code. */
+	if (test_thread_flag(TIF_SINGLESTEP) || !user_64bit_mode(regs))
+		return;
+	/*
+	 * In a system call, regs->ip is its return address, which the
+	 * system-call exit may still change: it reports the real one.
+	 */
+	perfaux_step_resume(&c->step, regs->ip);
+	c->step_task = current;
+	pax_arm(regs);
+}
+
+/* The PMU stops the event on this CPU: the thread leaves the trace here. */
+void pax_step_stop(struct pax_cpu *c)
+{
+	struct pt_regs *regs;
+
+	if (!c->step_task)
+		return;
+	if (c->step_task == current) {
+		regs = task_pt_regs(current);
+		pax_step_done(c, perfaux_step_stop(&c->step, &c->pt, regs->ip));
+		pax_disarm(regs);
+	} else {
+		/* Not in its context (cannot happen for a per-task event). */
+		pax_step_done(c, perfaux_step_stop(&c->step, &c->pt, 0));
+	}
+	c->step_task = NULL;
+}
+
+/*
+ * A sample's snapshot is being taken: if it interrupted the stepped thread
+ * in user code, the trace says so first (FUP + TIP.PGD at the sample's IP,
+ * as hardware writes them when the interrupt disables a user-only trace),
+ * so that the snapshot ends at the sample point.
+ */
+void pax_step_sample_point(struct pax_cpu *c)
+{
+	struct pt_regs *regs;
+
+	if (in_nmi() || !in_hardirq() || !pax_stepping(c))
+		return;
+	regs = get_irq_regs();
+	if (!regs || !user_mode(regs))
+		return;
+	pax_step_done(c, perfaux_step_leave(&c->step, &c->pt, PERFAUX_STEP_INTERRUPTED, regs->ip));
+}
+
+/* The instruction bytes at user address ip: up to 15, fewer where it cannot read. */
+static size_t pax_read_code(u64 ip, u8 *buf)
+{
+	size_t first = min_t(size_t, 15, PAGE_SIZE - offset_in_page(ip));
+
+	if (copy_from_user_nofault(buf, (const void __user *)ip, first))
+		return 0;
+	if (first < 15 && !copy_from_user_nofault(buf + first, (const void __user *)(ip + first), 15 - first))
+		return 15;
+	return first;
+}
+
+/* The single-step trap (exc_debug_user() -> notify_debug(), interrupts off). */
+static int pax_debug_trap(struct notifier_block *nb, unsigned long val, void *data)
+{
+	struct die_args *args = data;
+	struct pt_regs *regs = args->regs;
+	unsigned long *dr6 = (unsigned long *)args->err;
+	struct pax_cpu *c;
+	u8 code[15];
+	size_t len = 0;
+	u64 pending;
+
+	if (val != DIE_DEBUG || !regs || !user_mode(regs) || !(*dr6 & DR_STEP))
+		return NOTIFY_DONE;
+	/* Not TF we set: a debugger's, or the program's own (POPF). */
+	if (!test_thread_flag(TIF_FORCED_TF) || test_thread_flag(TIF_SINGLESTEP))
+		return NOTIFY_DONE;
+	c = this_cpu_ptr(&pax_cpu);
+	if (pax_stepping(c)) {
+		if (!perfaux_step_pending(&c->step, &pending))
+			len = pax_read_code(pending, code);
+		pax_step_done(c, perfaux_step(&c->step, &c->pt, code, len, regs->ip, rdtsc_ordered()));
+		/* Keep TF whatever the instruction did to it (POPF). */
+		regs->flags |= X86_EFLAGS_TF;
+	} else {
+		/* Armed by an event that no longer steps it here. */
+		pax_disarm(regs);
+	}
+	*dr6 &= ~DR_STEP;
+	return NOTIFY_STOP;
+}
+
+static struct notifier_block pax_debug_nb = { .notifier_call = pax_debug_trap };
+
+/* The system-call exit (syscall_exit_work(), before signals are handled). */
+static void pax_sys_exit(void *data, struct pt_regs *regs, long ret)
+{
+	struct pax_cpu *c;
+	unsigned long flags;
+	u64 resume;
+
+	local_irq_save(flags);
+	c = this_cpu_ptr(&pax_cpu);
+	if (!pax_stepping(c) || regs != task_pt_regs(current) || !user_64bit_mode(regs))
+		goto out;
+	/* SYSCALL, SYSENTER and INT 0x80 are two bytes: the call was at ip - 2. */
+	pax_step_done(c, perfaux_step_leave(&c->step, &c->pt, PERFAUX_STEP_SYSCALL, regs->ip - 2));
+	resume = regs->ip;
+	/*
+	 * A restart (arch_do_signal_or_restart(), later on this path) runs the
+	 * system call again; a signal handler taking over first is reported
+	 * by the signal hook.
+	 */
+	switch (ret) {
+	case -ERESTARTSYS:
+	case -ERESTARTNOINTR:
+	case -ERESTARTNOHAND:
+	case -ERESTART_RESTARTBLOCK:
+		resume -= 2;
+		break;
+	}
+	perfaux_step_resume(&c->step, resume);
+	pax_arm(regs);	/* execve's start_thread() cleared TF */
+out:
+	local_irq_restore(flags);
+}
+
+/*
+ * Signal delivery: handle_signal() saved the interrupted state in the frame
+ * at regs->sp, pointed regs->ip at the handler, and cleared TF.
+ */
+static int pax_signal_delivered(struct kprobe *p, struct pt_regs *kregs)
+{
+	struct ksignal *ksig = (struct ksignal *)kregs->si;
+	struct rt_sigframe __user *frame;
+	struct pax_cpu *c;
+	struct pt_regs *regs;
+	unsigned long flags;
+	u64 saved;
+
+	/* signal_setup_done(failed, ksig, stepping): no frame when it failed. */
+	if (kregs->di || !ksig || (ksig->ka.sa.sa_flags & (SA_IA32_ABI | SA_X32_ABI)))
+		return 0;
+	local_irq_save(flags);
+	c = this_cpu_ptr(&pax_cpu);
+	regs = task_pt_regs(current);
+	if (!pax_stepping(c) || !user_64bit_mode(regs))
+		goto out;
+	frame = (struct rt_sigframe __user *)regs->sp;
+	if (copy_from_user_nofault(&saved, &frame->uc.uc_mcontext.ip, sizeof(saved))) {
+		/* The frame cannot be read: an asynchronous exit where it stood. */
+		u64 pending;
+
+		if (perfaux_step_pending(&c->step, &pending))
+			pending = 0;
+		saved = pending;
+	}
+	pax_step_done(c, perfaux_step_leave(&c->step, &c->pt, PERFAUX_STEP_INTERRUPTED, saved));
+	perfaux_step_resume(&c->step, regs->ip);
+	pax_arm(regs);
+out:
+	local_irq_restore(flags);
+	return 0;
+}
+
+static struct kprobe pax_signal_kp = {
+	.symbol_name = "signal_setup_done",
+	.pre_handler = pax_signal_delivered,
+};
+
+static struct tracepoint *pax_sys_exit_tp;
+
+static void pax_find_sys_exit(struct tracepoint *tp, void *priv)
+{
+	if (!strcmp(tp->name, "sys_exit"))
+		pax_sys_exit_tp = tp;
+}
+
+int pax_step_cpu_init(struct pax_cpu *c)
+{
+	c->step_task = NULL;
+	return perfaux_stepper_init(&c->step);
+}
+
+void pax_step_cpu_fini(struct pax_cpu *c)
+{
+	perfaux_stepper_fini(&c->step);
+}
+
+/* The hooks, only with step_user (module load). */
+int pax_step_init(void)
+{
+	int r;
+
+	if (!step_user)
+		return 0;
+	for_each_kernel_tracepoint(pax_find_sys_exit, NULL);
+	if (!pax_sys_exit_tp) {
+		pr_err("perfaux_pt: step_user needs the sys_exit tracepoint (CONFIG_FTRACE_SYSCALLS)\n");
+		return -ENOENT;
+	}
+	r = tracepoint_probe_register(pax_sys_exit_tp, pax_sys_exit, NULL);
+	if (r) {
+		pr_err("perfaux_pt: sys_exit tracepoint: %d\n", r);
+		return r;
+	}
+	r = register_kprobe(&pax_signal_kp);
+	if (r) {
+		pr_err("perfaux_pt: kprobe on signal_setup_done: %d\n", r);
+		goto fail_tp;
+	}
+	r = register_die_notifier(&pax_debug_nb);
+	if (r) {
+		pr_err("perfaux_pt: register_die_notifier: %d\n", r);
+		goto fail_kp;
+	}
+	return 0;
+fail_kp:
+	unregister_kprobe(&pax_signal_kp);
+fail_tp:
+	tracepoint_probe_unregister(pax_sys_exit_tp, pax_sys_exit, NULL);
+	tracepoint_synchronize_unregister();
+	return r;
+}
+
+/*
+ * Module unload: no event is left (each stop disarmed its thread), so no
+ * thread has TF from us; the hooks go, and their running calls finish.
+ */
+void pax_step_exit(void)
+{
+	if (!step_user)
+		return;
+	unregister_die_notifier(&pax_debug_nb);
+	unregister_kprobe(&pax_signal_kp);
+	tracepoint_probe_unregister(pax_sys_exit_tp, pax_sys_exit, NULL);
+	tracepoint_synchronize_unregister();
+}
