@@ -245,6 +245,9 @@ static int pax_add(struct perf_event *event, int flags)
 		return r == -EBUSY ? -EBUSY : -EINVAL;
 	}
 	event->hw.state = pax_tracing(c) ? 0 : PERF_HES_STOPPED;
+	/* add with PERF_EF_START starts it: the core calls no ->start. */
+	if ((flags & PERF_EF_START) && !event->hw.state)
+		pax_step_start(c, event);
 	return 0;
 }
 
