@@ -111,6 +111,19 @@ static void pax_disarm(struct pt_regs *regs)
 }
 
 /*
+ * Where the stepped thread stands as far as the stepper knows, for a kernel
+ * entry whose saved IP cannot be read: an asynchronous exit there (0 when
+ * it is already out of user code, where the IP only replaces the resume
+ * address).
+ */
+static u64 pax_pending(struct pax_cpu *c)
+{
+	u64 pending;
+
+	return perfaux_step_pending(&c->step, &pending) ? 0 : pending;
+}
+
+/*
  * The PMU starts the event on this CPU (pmu->start: a context switch in,
  * an enable, enable_on_exec): follow the thread from where it returns to
  * user code.
@@ -148,7 +161,7 @@ void pax_step_stop(struct pax_cpu *c)
 		pax_disarm(regs);
 	} else {
 		/* Not in its context (cannot happen for a per-task event). */
-		pax_step_done(c, perfaux_step_stop(&c->step, &c->pt, 0));
+		pax_step_done(c, perfaux_step_stop(&c->step, &c->pt, pax_pending(c)));
 	}
 	c->step_task = NULL;
 }
@@ -271,14 +284,9 @@ static int pax_signal_delivered(struct kprobe *p, struct pt_regs *kregs)
 	if (!pax_stepping(c) || !user_64bit_mode(regs))
 		goto out;
 	frame = (struct rt_sigframe __user *)regs->sp;
-	if (copy_from_user_nofault(&saved, &frame->uc.uc_mcontext.ip, sizeof(saved))) {
-		/* The frame cannot be read: an asynchronous exit where it stood. */
-		u64 pending;
-
-		if (perfaux_step_pending(&c->step, &pending))
-			pending = 0;
-		saved = pending;
-	}
+	/* The frame cannot be read: an asynchronous exit where it stood. */
+	if (copy_from_user_nofault(&saved, &frame->uc.uc_mcontext.ip, sizeof(saved)))
+		saved = pax_pending(c);
 	pax_step_done(c, perfaux_step_leave(&c->step, &c->pt, PERFAUX_STEP_INTERRUPTED, saved));
 	perfaux_step_resume(&c->step, regs->ip);
 	pax_arm(regs);

@@ -206,7 +206,7 @@ pub fn decode(bytes: &[u8], ip: u64) -> Result<Insn, InsnError> {
             }
             0x0f => {
                 // 3DNow!: ModRM, then the opcode as an 8-bit suffix.
-                modrm(&mut c, &p)?;
+                modrm(&mut c)?;
                 c.skip(1);
                 return finish(&c, Branch::None, false);
             }
@@ -243,11 +243,11 @@ pub fn decode(bytes: &[u8], ip: u64) -> Result<Insn, InsnError> {
         Map::One => one_byte(&mut c, &p, opcode, ip),
         Map::Two => two_byte(&mut c, &p, opcode, ip),
         Map::Three38 => {
-            modrm(&mut c, &p)?;
+            modrm(&mut c)?;
             finish(&c, Branch::None, false)
         }
         Map::Three3a => {
-            modrm(&mut c, &p)?;
+            modrm(&mut c)?;
             c.skip(1);
             finish(&c, Branch::None, false)
         }
@@ -268,7 +268,7 @@ fn one_byte(c: &mut Cursor<'_>, p: &Prefixes, op: u8, ip: u64) -> Result<Insn, I
     }
     let mut ext = 0;
     if ONE_BYTE_MODRM.contains(op) {
-        ext = modrm(c, p)?;
+        ext = modrm(c)?;
     }
     // Iz: 16 bits with 0x66, unless REX.W (which wins) makes it 32.
     let imm_z = if p.operand_size && !p.rex_w { 2 } else { 4 };
@@ -291,23 +291,19 @@ fn one_byte(c: &mut Cursor<'_>, p: &Prefixes, op: u8, ip: u64) -> Result<Insn, I
     if (op == 0xfe && ext > 1) || (op == 0xff && ext == 7) {
         return Err(InsnError::Invalid);
     }
-    let end = c.at;
-    let next = ip.wrapping_add(end as u64);
-    let rel = |c: &Cursor<'_>, n: usize| -> u64 {
-        let mut v: i64 = 0;
-        let start = end - n;
-        // The bytes were read already; `get` keeps the no-panic promise.
-        for i in (0..n).rev() {
-            v = (v << 8) | i64::from(*c.bytes.get(start + i).unwrap_or(&0));
-        }
-        let shift = 64 - 8 * n as u32;
-        next.wrapping_add(((v << shift) >> shift) as u64)
-    };
     let branch = match op {
-        0x70..=0x7f | 0xe0..=0xe3 => Branch::Conditional { target: rel(c, 1) },
-        0xeb => Branch::Jump { target: rel(c, 1) },
-        0xe9 => Branch::Jump { target: rel(c, 4) },
-        0xe8 => Branch::Call { target: rel(c, 4) },
+        0x70..=0x7f | 0xe0..=0xe3 => Branch::Conditional {
+            target: rel_target(c, ip, 1),
+        },
+        0xeb => Branch::Jump {
+            target: rel_target(c, ip, 1),
+        },
+        0xe9 => Branch::Jump {
+            target: rel_target(c, ip, 4),
+        },
+        0xe8 => Branch::Call {
+            target: rel_target(c, ip, 4),
+        },
         0xc2 | 0xc3 => Branch::Return,
         0xca | 0xcb | 0xcf => Branch::Far,
         0xcc | 0xcd | 0xf1 => Branch::SystemCall,
@@ -335,7 +331,7 @@ fn two_byte(c: &mut Cursor<'_>, p: &Prefixes, op: u8, ip: u64) -> Result<Insn, I
             // always a register (no SIB, no displacement).
             0x20..=0x23 => c.skip(1),
             _ => {
-                let ext = modrm(c, p)?;
+                let ext = modrm(c)?;
                 // EXTRQ/INSERTQ (AMD SSE4a): two 8-bit immediates.
                 if op == 0x78 && ((p.operand_size && ext == 0) || p.rep == Some(0xf2)) {
                     c.skip(2);
@@ -350,15 +346,10 @@ fn two_byte(c: &mut Cursor<'_>, p: &Prefixes, op: u8, ip: u64) -> Result<Insn, I
         // Jcc rel32 (0x66 ignored in 64-bit mode).
         c.skip(4);
     }
-    let end = c.at;
     let branch = match op {
-        0x80..=0x8f => {
-            let b = |i: usize| u32::from(*c.bytes.get(end - 4 + i).unwrap_or(&0));
-            let rel = (b(0) | b(1) << 8 | b(2) << 16 | b(3) << 24) as i32;
-            Branch::Conditional {
-                target: ip.wrapping_add(end as u64).wrapping_add(rel as i64 as u64),
-            }
-        }
+        0x80..=0x8f => Branch::Conditional {
+            target: rel_target(c, ip, 4),
+        },
         0x05 | 0x34 => Branch::SystemCall,
         0x07 | 0x35 => Branch::SystemReturn,
         _ => Branch::None,
@@ -375,16 +366,16 @@ fn vex_like(c: &mut Cursor<'_>, p: &Prefixes, m: u8) -> Result<Insn, InsnError> 
         // VZEROUPPER/VZEROALL: no ModRM.
         1 if op == 0x77 => {}
         1 => {
-            modrm(c, p)?;
+            modrm(c)?;
             if VEX_MAP1_IMM8.contains(op) {
                 c.skip(1);
             }
         }
         2 => {
-            modrm(c, p)?;
+            modrm(c)?;
         }
         3 => {
-            modrm(c, p)?;
+            modrm(c)?;
             c.skip(1);
         }
         _ => return Err(InsnError::Invalid),
@@ -396,7 +387,7 @@ fn vex_like(c: &mut Cursor<'_>, p: &Prefixes, m: u8) -> Result<Insn, InsnError> 
 fn evex(c: &mut Cursor<'_>, p: &Prefixes, m: u8) -> Result<Insn, InsnError> {
     vex_prefix_allowed(p)?;
     let op = c.next()?;
-    modrm(c, p)?;
+    modrm(c)?;
     match m {
         1 if VEX_MAP1_IMM8.contains(op) => c.skip(1),
         1 | 2 | 5 | 6 => {}
@@ -411,7 +402,7 @@ fn evex(c: &mut Cursor<'_>, p: &Prefixes, m: u8) -> Result<Insn, InsnError> {
 fn xop(c: &mut Cursor<'_>, p: &Prefixes, m: u8) -> Result<Insn, InsnError> {
     vex_prefix_allowed(p)?;
     let _op = c.next()?;
-    modrm(c, p)?;
+    modrm(c)?;
     match m {
         8 => c.skip(1),
         9 => {}
@@ -431,7 +422,7 @@ fn vex_prefix_allowed(p: &Prefixes) -> Result<(), InsnError> {
 
 /// Reads a ModRM byte and skips the SIB and displacement it implies;
 /// returns its `reg` field (the opcode extension of group opcodes).
-fn modrm(c: &mut Cursor<'_>, _p: &Prefixes) -> Result<u8, InsnError> {
+fn modrm(c: &mut Cursor<'_>) -> Result<u8, InsnError> {
     let m = c.next()?;
     let (md, reg, rm) = (m >> 6, (m >> 3) & 7, m & 7);
     if md == 3 {
@@ -453,6 +444,22 @@ fn modrm(c: &mut Cursor<'_>, _p: &Prefixes) -> Result<u8, InsnError> {
     }
     c.skip(disp);
     Ok(reg)
+}
+
+/// The target of a relative branch at `ip` whose `n`-byte displacement
+/// (1 or 4) ends the instruction read so far: the next instruction's
+/// address plus the sign-extended displacement. Bytes past the input read
+/// as 0; `finish` refuses such an instruction anyway.
+fn rel_target(c: &Cursor<'_>, ip: u64, n: usize) -> u64 {
+    let end = c.at;
+    let mut v: i64 = 0;
+    for i in (0..n).rev() {
+        let byte = end.checked_sub(n - i).and_then(|at| c.bytes.get(at));
+        v = (v << 8) | i64::from(*byte.unwrap_or(&0));
+    }
+    let shift = 64 - 8 * n as u32;
+    ip.wrapping_add(end as u64)
+        .wrapping_add(((v << shift) >> shift) as u64)
 }
 
 /// The decoded instruction, if all its bytes are there and it is not too long.

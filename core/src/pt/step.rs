@@ -258,6 +258,15 @@ impl Stepper {
             // One iteration of a REP string instruction: not retired yet.
             return Ok(());
         }
+        if insn.branch == Branch::SystemCall {
+            // Into the kernel and back without `leave`: TIP.PGD for the
+            // trap, and the instruction at the return address (which ran
+            // before this trap) is lost.
+            self.retire_trap(out);
+            out(TraceEvent::Time(tsc));
+            out(TraceEvent::Enable(next));
+            return Err(StepError::UnreportedKernelEntry);
+        }
         self.retired += 1;
         let after = ip.wrapping_add(u64::from(insn.len));
         // Where the instruction can go, and the event that says it went
@@ -290,16 +299,8 @@ impl Stepper {
             Branch::IndirectJump | Branch::Far | Branch::SystemReturn => {
                 (next, Some(TraceEvent::Indirect { target: next }))
             }
-            Branch::SystemCall => {
-                // Into the kernel and back without `leave`: TIP.PGD for the
-                // trap, and the instruction at the return address (which
-                // ran before this trap) is lost.
-                self.retired -= 1;
-                self.retire_trap(out);
-                out(TraceEvent::Time(tsc));
-                out(TraceEvent::Enable(next));
-                return Err(StepError::UnreportedKernelEntry);
-            }
+            // Handled above.
+            Branch::SystemCall => return Ok(()),
         };
         if let Some(event) = event {
             out(event);

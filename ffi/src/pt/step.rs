@@ -140,6 +140,11 @@ fn feed<'a>(cpu: &'a CpuBox, pmis: &'a mut u32) -> impl FnMut(TraceEvent) + 'a {
     }
 }
 
+/// A PMI count as the C functions return it.
+fn pmi_count(pmis: u32) -> c_int {
+    pmis.min(i32::MAX as u32) as c_int
+}
+
 /// The two objects of a call, or `-EINVAL`.
 ///
 /// # Safety
@@ -223,7 +228,7 @@ pub unsafe extern "C" fn perfaux_step(
         Err(StepError::Idle) => return NOT_FOLLOWING,
         Err(StepError::Code(_) | StepError::UnreportedKernelEntry) => s.resyncs += 1,
     }
-    pmis.min(i32::MAX as u32) as c_int
+    pmi_count(pmis)
 }
 
 /// The thread entered the kernel: `how` is `PERFAUX_STEP_SYSCALL` with `ip`
@@ -254,7 +259,7 @@ pub unsafe extern "C" fn perfaux_step_leave(
     };
     let mut pmis = 0;
     s.stepper.leave(entry, &mut feed(c, &mut pmis));
-    pmis.min(i32::MAX as u32) as c_int
+    pmi_count(pmis)
 }
 
 /// The thread goes back to user code at `ip` (the stepper starts following
@@ -293,7 +298,7 @@ pub unsafe extern "C" fn perfaux_step_stop(
     };
     let mut pmis = 0;
     s.stepper.stop(ip, &mut feed(c, &mut pmis));
-    pmis.min(i32::MAX as u32) as c_int
+    pmi_count(pmis)
 }
 
 /// Whether the stepper follows a thread: 1, 0, or `-EINVAL`.
