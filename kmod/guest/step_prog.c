@@ -1,20 +1,149 @@
 // SPDX-License-Identifier: GPL-2.0
-// The traced program of the single-step tracer's guest test (work in progress, not yet run by kmod/test):
-// built with gcc -O1 -static -nostdlib -fno-pie -no-pie -fno-stack-protector.
-/* A tiny freestanding program: loops, calls, indirect calls, returns, syscalls. */
-static long sys3(long n, long a, long b, long c) {
+/*
+ * The traced program of kmod/test's perf phase: perf records it through the
+ * module's single-step tracer (intel_pt//u) and decodes it with its own
+ * Intel PT decoder. Freestanding (no libc: every instruction it runs is in
+ * this file, so the decoded flow is small and exact); built with
+ *   gcc -O1 -static -nostdlib -fno-pie -no-pie -fno-stack-protector
+ * One argument picks the workload:
+ *   loop    loops, direct and indirect calls, returns, system calls
+ *   fork    the loop in a forked child and in the parent, which waits
+ *   signal  the loop with signal handlers run from a system call's return
+ *           (kill), from an interrupt (an interval timer, at any
+ *           instruction), from a sleep the timer cuts short (EINTR) and
+ *           from a wait for a sleeping child, which the kernel restarts
+ *           after the handler (SA_RESTART); it prints how many times its
+ *           handler ran
+ */
+
+#define SYS_write 1
+#define SYS_nanosleep 35
+#define SYS_getpid 39
+#define SYS_fork 57
+#define SYS_exit 60
+#define SYS_wait4 61
+#define SYS_kill 62
+#define SYS_rt_sigaction 13
+#define SYS_setitimer 38
+
+#define SIGUSR1 10
+#define SIGALRM 14
+#define SA_RESTART 0x10000000UL
+#define SA_RESTORER 0x04000000UL
+
+static long sys4(long n, long a, long b, long c, long d)
+{
 	long r;
-	__asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+	register long r10 __asm__("r10") = d;
+
+	__asm__ volatile("syscall"
+			 : "=a"(r)
+			 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10)
+			 : "rcx", "r11", "memory");
 	return r;
 }
+
 __attribute__((noinline)) static int leaf(int x) { return x * 3 + 1; }
 __attribute__((noinline)) static int twice(int x) { return leaf(x) + leaf(x + 1); }
 static int (*volatile fp)(int) = twice;
-void _start(void) {
+static volatile int handled;
+
+static void work(int n)
+{
 	volatile int acc = 0;
-	for (int i = 0; i < 2000; i++) {
-		if (i & 1) acc += fp(i); else acc -= leaf(i);
-		if (i % 500 == 0) sys3(39, 0, 0, 0); /* getpid */
+
+	for (int i = 0; i < n; i++) {
+		if (i & 1)
+			acc += fp(i);
+		else
+			acc -= leaf(i);
+		if (i % 500 == 0)
+			sys4(SYS_getpid, 0, 0, 0, 0);
 	}
-	sys3(60, acc & 0, 0, 0);
 }
+
+static void on_signal(int sig)
+{
+	handled++;
+	leaf(sig);
+}
+
+/* "name n\n" on standard output: what the guest test checks the decode against. */
+static void report(const char *name, unsigned long n)
+{
+	char buf[64], *p = buf + sizeof(buf);
+	int len = 0;
+
+	*--p = '\n';
+	do
+		*--p = '0' + n % 10;
+	while (n /= 10);
+	*--p = ' ';
+	while (name[len])
+		len++;
+	p -= len;
+	for (int i = 0; i < len; i++)
+		p[i] = name[i];
+	sys4(SYS_write, 1, (long)p, buf + sizeof(buf) - p, 0);
+}
+
+/* The sigreturn trampoline the kernel's signal frame returns to. */
+void restore_rt(void);
+__asm__(".text\n.globl restore_rt\nrestore_rt:\n\tmov $15, %eax\n\tsyscall\n\thlt\n");
+
+struct kernel_sigaction {
+	void (*handler)(int);
+	unsigned long flags;
+	void (*restorer)(void);
+	unsigned long mask;
+};
+
+struct timeval { long sec, usec; };
+struct itimerval { struct timeval interval, value; };
+struct timespec { long sec, nsec; };
+
+static void signals(void)
+{
+	struct kernel_sigaction sa = { on_signal, SA_RESTORER | SA_RESTART, restore_rt, 0 };
+	struct itimerval every = { { 0, 2000 }, { 0, 2000 } }, off = { { 0, 0 }, { 0, 0 } };
+	struct timespec nap = { 0, 5000000 };
+	long pid = sys4(SYS_getpid, 0, 0, 0, 0);
+
+	sys4(SYS_rt_sigaction, SIGUSR1, (long)&sa, 0, 8);
+	sys4(SYS_rt_sigaction, SIGALRM, (long)&sa, 0, 8);
+	sys4(SYS_setitimer, 0, (long)&every, 0, 0);
+	for (int round = 0; round < 4; round++) {
+		work(400);
+		sys4(SYS_kill, pid, SIGUSR1, 0, 0);
+		sys4(SYS_nanosleep, (long)&nap, 0, 0, 0);
+	}
+	long child = sys4(SYS_fork, 0, 0, 0, 0);
+	if (child == 0) {
+		sys4(SYS_nanosleep, (long)&nap, 0, 0, 0);
+		sys4(SYS_exit, 0, 0, 0, 0);
+	}
+	sys4(SYS_wait4, child, 0, 0, 0);
+	sys4(SYS_setitimer, 0, (long)&off, 0, 0);
+	report("handled", handled);
+}
+
+__attribute__((used)) static void start_c(long *sp)
+{
+	const char *mode = sp[0] > 1 ? (const char *)sp[2] : "loop";
+
+	if (mode[0] == 'f') {
+		long child = sys4(SYS_fork, 0, 0, 0, 0);
+
+		work(child == 0 ? 600 : 900);
+		if (child > 0)
+			sys4(SYS_wait4, child, 0, 0, 0);
+	} else if (mode[0] == 's') {
+		signals();
+	} else {
+		work(2000);
+	}
+	sys4(SYS_exit, 0, 0, 0, 0);
+}
+
+/* The entry: the stack holds argc, then argv. */
+__asm__(".text\n.globl _start\n_start:\n\tmov %rsp, %rdi\n\tand $-16, %rsp\n\tcall start_c\n\thlt\n");
