@@ -6,7 +6,9 @@
  * this file, so the decoded flow is small and exact); built with
  *   gcc -O1 -static -nostdlib -fno-pie -no-pie -fno-stack-protector
  * One argument picks the workload:
- *   loop    loops, direct and indirect calls, returns, system calls
+ *   loop    loops, direct and indirect calls, returns, system calls, and
+ *           a move to the other CPU (of two) every 500 iterations, so that
+ *           the trace is split between the CPUs' buffers
  *   fork    the loop in a forked child and in the parent, which waits
  *   signal  the loop with signal handlers run from a system call's return
  *           (kill), from an interrupt (an interval timer, at any
@@ -25,6 +27,7 @@
 #define SYS_kill 62
 #define SYS_rt_sigaction 13
 #define SYS_setitimer 38
+#define SYS_sched_setaffinity 203
 
 #define SIGUSR1 10
 #define SIGALRM 14
@@ -48,7 +51,7 @@ __attribute__((noinline)) static int twice(int x) { return leaf(x) + leaf(x + 1)
 static int (*volatile fp)(int) = twice;
 static volatile int handled;
 
-static void work(int n)
+static void work(int n, int migrate)
 {
 	volatile int acc = 0;
 
@@ -59,6 +62,11 @@ static void work(int n)
 			acc -= leaf(i);
 		if (i % 500 == 0)
 			sys4(SYS_getpid, 0, 0, 0, 0);
+		if (migrate && i % 500 == 250) {
+			unsigned long cpu = 1UL << (i / 500 % 2);
+
+			sys4(SYS_sched_setaffinity, 0, sizeof(cpu), (long)&cpu, 0);
+		}
 	}
 }
 
@@ -113,7 +121,7 @@ static void signals(void)
 	sys4(SYS_rt_sigaction, SIGALRM, (long)&sa, 0, 8);
 	sys4(SYS_setitimer, 0, (long)&every, 0, 0);
 	for (int round = 0; round < 4; round++) {
-		work(400);
+		work(400, 0);
 		sys4(SYS_kill, pid, SIGUSR1, 0, 0);
 		sys4(SYS_nanosleep, (long)&nap, 0, 0, 0);
 	}
@@ -134,13 +142,13 @@ __attribute__((used)) static void start_c(long *sp)
 	if (mode[0] == 'f') {
 		long child = sys4(SYS_fork, 0, 0, 0, 0);
 
-		work(child == 0 ? 600 : 900);
+		work(child == 0 ? 600 : 900, 0);
 		if (child > 0)
 			sys4(SYS_wait4, child, 0, 0, 0);
 	} else if (mode[0] == 's') {
 		signals();
 	} else {
-		work(2000);
+		work(2000, 1);
 	}
 	sys4(SYS_exit, 0, 0, 0, 0);
 }
