@@ -9,6 +9,9 @@
  *   loop    loops, direct and indirect calls, returns, system calls, and
  *           a move to the other CPU (of two) every 500 iterations, so that
  *           the trace is split between the CPUs' buffers
+ *   delay   spins on the TSC for 2^31 cycles (about a second), then a short
+ *           loop: perf record -D enables the event while it spins, in user
+ *           code
  *   fork    the loop in a forked child and in the parent, which waits
  *   signal  the loop with signal handlers run from a system call's return
  *           (kill), from an interrupt (an interval timer, at any
@@ -68,6 +71,14 @@ static void work(int n, int migrate)
 			sys4(SYS_sched_setaffinity, 0, sizeof(cpu), (long)&cpu, 0);
 		}
 	}
+}
+
+static unsigned long rdtsc(void)
+{
+	unsigned int lo, hi;
+
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return (unsigned long)hi << 32 | lo;
 }
 
 static void on_signal(int sig)
@@ -139,7 +150,13 @@ __attribute__((used)) static void start_c(long *sp)
 {
 	const char *mode = sp[0] > 1 ? (const char *)sp[2] : "loop";
 
-	if (mode[0] == 'f') {
+	if (mode[0] == 'd') {
+		unsigned long end = rdtsc() + (1UL << 31);
+
+		while (rdtsc() < end)
+			;
+		work(300, 0);
+	} else if (mode[0] == 'f') {
 		long child = sys4(SYS_fork, 0, 0, 0, 0);
 
 		work(child == 0 ? 600 : 900, 0);
