@@ -24,7 +24,12 @@
  *
  * Every stepper call runs with interrupts off on the stepper's CPU and
  * never from NMI: the stepper is per CPU, for the one thread that CPU's
- * event follows.
+ * event follows. A trap's work is bounded whatever the thread runs: at
+ * most 15 bytes of code read without faulting (an unreadable page makes
+ * the step a resync, never a fault), one decode, and at most
+ * perfaux::pt::step::MAX_EVENTS_PER_CALL (6) trace events, each a bounded
+ * number of packet bytes; a REP string instruction traps per iteration but
+ * does the same bounded work each time.
  */
 #include <linux/kdebug.h>
 #include <linux/kprobes.h>

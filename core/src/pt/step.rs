@@ -61,6 +61,14 @@
 use super::stream::TraceEvent;
 use crate::insn::{Branch, InsnError, decode};
 
+/// The most [`TraceEvent`]s one call of any [`Stepper`] method writes: the
+/// work per single-step trap is bounded (a decode of at most 15 bytes and
+/// this many events, each a bounded number of packet bytes), whatever the
+/// thread does. [`Stepper::step`] writes the most: TSC and TIP.PGE after a
+/// return from the kernel, the instruction's own event, then an
+/// asynchronous exit, TSC and TIP.PGE where the thread really went.
+pub const MAX_EVENTS_PER_CALL: usize = 6;
+
 /// How the thread entered the kernel, for [`Stepper::leave`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Entry {
@@ -574,5 +582,73 @@ mod tests {
         let (ev, r) = run(&mut s, &[0x90], 0x2000);
         assert_eq!(r, Err(StepError::UnreportedKernelEntry));
         assert_eq!(ev, [TraceEvent::Time(100), TraceEvent::Enable(0x2000)]);
+    }
+
+    /// [`MAX_EVENTS_PER_CALL`] holds for any mix of calls on any code and
+    /// destinations (a pseudo-random walk over branch kinds, bad code,
+    /// kernel entries of both kinds, resumes and stops), and `retired`
+    /// only grows by at most one per call.
+    #[test]
+    fn no_call_writes_more_than_max_events() {
+        const CODES: &[&[u8]] = &[
+            &[0x74, 0x10],
+            &[0xe2, 0xfe],
+            &[0xeb, 0x00],
+            &[0xe8, 0x10, 0, 0, 0],
+            &[0xff, 0xd0],
+            &[0xc3],
+            &[0xff, 0xe0],
+            &[0x0f, 0x05],
+            &[0xf3, 0xa4],
+            &[0x48, 0x89, 0xc3],
+            &[0xcc],
+            &[0x0f, 0x0b],
+            &[0x0f],
+            &[],
+        ];
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rand = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut s = Stepper::new();
+        let mut most = 0;
+        for _ in 0..200_000 {
+            let mut n = 0;
+            let before = s.retired();
+            let ip = s.pending().unwrap_or(0x1000);
+            let target = match rand() % 4 {
+                0 => ip,
+                1 => ip + 2,
+                2 => ip + 0x12,
+                _ => rand() % 0x10_0000,
+            };
+            let out = &mut |_: TraceEvent| n += 1;
+            match rand() % 8 {
+                0 => s.resume_at(target),
+                1 => s.leave(
+                    Entry::SystemCall(if rand() % 2 == 0 { ip } else { target }),
+                    out,
+                ),
+                2 => s.leave(
+                    Entry::Interrupted(if rand() % 2 == 0 { ip } else { target }),
+                    out,
+                ),
+                3 if rand() % 16 == 0 => s.stop(target, out),
+                _ => {
+                    let code = CODES[(rand() % CODES.len() as u64) as usize];
+                    let _ = s.step(code, target, rand(), out);
+                }
+            }
+            assert!(n <= MAX_EVENTS_PER_CALL, "{n} events in one call");
+            assert!(s.retired() - before <= 1);
+            most = most.max(n);
+        }
+        assert_eq!(
+            most, MAX_EVENTS_PER_CALL,
+            "the bound is reached, so it is tight"
+        );
     }
 }
