@@ -6,9 +6,12 @@
  * this file, so the decoded flow is small and exact); built with
  *   gcc -O1 -static -nostdlib -fno-pie -no-pie -fno-stack-protector
  * One argument picks the workload:
- *   loop    loops, direct and indirect calls, returns, system calls, and
- *           a move to the other CPU (of two) every 500 iterations, so that
- *           the trace is split between the CPUs' buffers
+ *   loop    loops, direct and indirect calls, returns, system calls, REP
+ *           string instructions (one instruction each, however many
+ *           iterations), and a move to the other CPU (of two) every 500
+ *           iterations, so that the trace is split between the CPUs'
+ *           buffers
+ *   short   a short loop (for a program another traced one executes)
  *   delay   spins on the TSC for 2^31 cycles (about a second), then a short
  *           loop: perf record -D enables the event while it spins, in user
  *           code
@@ -54,6 +57,19 @@ __attribute__((noinline)) static int twice(int x) { return leaf(x) + leaf(x + 1)
 static int (*volatile fp)(int) = twice;
 static volatile int handled;
 
+static char from[64], to[64];
+
+/* n bytes by REP MOVSB, then 8 by REP STOSQ. */
+static void copy(long n)
+{
+	void *d = to, *s = from;
+	long qwords = 1;
+
+	__asm__ volatile("rep movsb" : "+D"(d), "+S"(s), "+c"(n) : : "memory");
+	d = to;
+	__asm__ volatile("rep stosq" : "+D"(d), "+c"(qwords) : "a"(0L) : "memory");
+}
+
 static void work(int n, int migrate)
 {
 	volatile int acc = 0;
@@ -65,6 +81,8 @@ static void work(int n, int migrate)
 			acc -= leaf(i);
 		if (i % 500 == 0)
 			sys4(SYS_getpid, 0, 0, 0, 0);
+		if (i % 100 == 0)
+			copy(i % 64 + 1);
 		if (migrate && i % 500 == 250) {
 			unsigned long cpu = 1UL << (i / 500 % 2);
 
@@ -162,6 +180,8 @@ __attribute__((used)) static void start_c(long *sp)
 		work(child == 0 ? 600 : 900, 0);
 		if (child > 0)
 			sys4(SYS_wait4, child, 0, 0, 0);
+	} else if (mode[0] == 's' && mode[1] == 'h') {
+		work(200, 0);
 	} else if (mode[0] == 's') {
 		signals();
 	} else {
