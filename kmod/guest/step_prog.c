@@ -16,6 +16,8 @@
  *           loop: perf record -D enables the event while it spins, in user
  *           code
  *   fork    the loop in a forked child and in the parent, which waits
+ *           for it and prints its wait status (0: it exited normally;
+ *           5, SIGTRAP, if it had inherited a TF nobody handles)
  *   signal  the loop with signal handlers run from a system call's return
  *           (kill), from an interrupt (an interval timer, at any
  *           instruction), from a sleep the timer cuts short (EINTR) and
@@ -177,9 +179,13 @@ __attribute__((used)) static void start_c(long *sp)
 	} else if (mode[0] == 'f') {
 		long child = sys4(SYS_fork, 0, 0, 0, 0);
 
+		int status = -1;
+
 		work(child == 0 ? 600 : 900, 0);
-		if (child > 0)
-			sys4(SYS_wait4, child, 0, 0, 0);
+		if (child > 0) {
+			sys4(SYS_wait4, child, (long)&status, 0, 0);
+			report("child status", status);
+		}
 	} else if (mode[0] == 's' && mode[1] == 'h') {
 		work(200, 0);
 	} else if (mode[0] == 's') {
