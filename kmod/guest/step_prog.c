@@ -15,6 +15,9 @@
  *   delay   spins on the TSC for 2^31 cycles (about a second), then a short
  *           loop: perf record -D enables the event while it spins, in user
  *           code
+ *   thread  the loop in a second thread (clone(CLONE_THREAD)) and in the
+ *           first, which waits for it (the tid the kernel sets and clears,
+ *           and a futex)
  *   fork    the loop in a forked child and in the parent, which waits
  *           for it and prints its wait status (0: it exited normally;
  *           5, SIGTRAP, if it had inherited a TF nobody handles)
@@ -35,7 +38,13 @@
 #define SYS_kill 62
 #define SYS_rt_sigaction 13
 #define SYS_setitimer 38
+#define SYS_clone 56
+#define SYS_futex 202
 #define SYS_sched_setaffinity 203
+
+/* VM FS FILES SIGHAND THREAD SYSVSEM PARENT_SETTID CHILD_CLEARTID */
+#define CLONE_THREAD_FLAGS 0x00350f00UL
+#define FUTEX_WAIT 0
 
 #define SIGUSR1 10
 #define SIGALRM 14
@@ -166,6 +175,42 @@ static void signals(void)
 	report("handled", handled);
 }
 
+static char thread_stack[16384] __attribute__((aligned(16)));
+static volatile int thread_tid;
+
+static void thread_main(void)
+{
+	work(600, 0);
+}
+
+/*
+ * A thread running fn on thread_stack, then exiting; returns its tid. The
+ * new thread starts after the system call with the caller's registers but
+ * its own stack, so it may use nothing of the caller's frame: it calls fn
+ * through a register and exits in the same asm block.
+ */
+static long spawn(void (*fn)(void))
+{
+	register long r10 __asm__("r10") = (long)&thread_tid;
+	register long r8 __asm__("r8") = 0;
+	long r;
+
+	__asm__ volatile("syscall\n\t"
+			 "test %%rax, %%rax\n\t"
+			 "jnz 1f\n\t"
+			 "call *%%rbx\n\t"
+			 "mov $60, %%eax\n\t"
+			 "xor %%edi, %%edi\n\t"
+			 "syscall\n\t"
+			 "hlt\n"
+			 "1:"
+			 : "=a"(r)
+			 : "a"(SYS_clone), "D"(CLONE_THREAD_FLAGS), "S"(thread_stack + sizeof(thread_stack)),
+			   "d"(&thread_tid), "r"(r10), "r"(r8), "b"(fn)
+			 : "rcx", "r11", "memory");
+	return r;
+}
+
 __attribute__((used)) static void start_c(long *sp)
 {
 	const char *mode = sp[0] > 1 ? (const char *)sp[2] : "loop";
@@ -176,6 +221,18 @@ __attribute__((used)) static void start_c(long *sp)
 		while (rdtsc() < end)
 			;
 		work(300, 0);
+	} else if (mode[0] == 't') {
+		long tid = spawn(thread_main);
+		int now;
+
+		work(900, 0);
+		/*
+		 * The kernel set thread_tid before the thread ran, and clears it
+		 * and wakes us when the thread exits.
+		 */
+		while ((now = thread_tid) != 0)
+			sys4(SYS_futex, (long)&thread_tid, FUTEX_WAIT, now, 0);
+		report("thread joined", tid > 0);
 	} else if (mode[0] == 'f') {
 		long child = sys4(SYS_fork, 0, 0, 0, 0);
 
