@@ -3,6 +3,8 @@
  * The guest side of kmod/test: drives perfaux_pt through perf_event_open
  * as a user would, and checks what the kernel hands back. Prints one
  * "PASS <case>" or "FAIL <case>: why" line per case and "ALL PASS" last.
+ * PERFAUX_PMU and PERFAUX_MODULE name the PMU and its module when they are
+ * not perfaux_pt (the Rust module's, say).
  *
  * Cases: a snapshot-mode leader with cpu-clock and task-clock samplers
  * asking for 4 KiB and 64 KiB of AUX data (sizes by the kernel's rules,
@@ -56,11 +58,26 @@ static long peo(struct perf_event_attr *a, int group)
 	return syscall(SYS_perf_event_open, a, 0, -1, group, 0);
 }
 
+/*
+ * The PMU and the module under test: perfaux_pt for both unless the
+ * environment names others (PERFAUX_PMU, PERFAUX_MODULE), as for the Rust
+ * module, perfaux_rs.
+ */
+static const char *name_from_env(const char *var)
+{
+	const char *v = getenv(var);
+
+	return v && *v ? v : "perfaux_pt";
+}
+
 static int pmu_type(void)
 {
-	FILE *f = fopen("/sys/bus/event_source/devices/perfaux_pt/type", "r");
+	char path[256];
+	FILE *f;
 	int t = -1;
 
+	snprintf(path, sizeof(path), "/sys/bus/event_source/devices/%s/type", name_from_env("PERFAUX_PMU"));
+	f = fopen(path, "r");
 	if (f) {
 		if (fscanf(f, "%d", &t) != 1)
 			t = -1;
@@ -1065,7 +1082,7 @@ static void fault_rmmod(int type, int unused)
 	if (group_start(&g, type, 0, -1, 0, name))
 		return;
 	workload(5);
-	r = syscall(SYS_delete_module, "perfaux_pt", O_NONBLOCK);
+	r = syscall(SYS_delete_module, name_from_env("PERFAUX_MODULE"), O_NONBLOCK);
 	if (r == 0) {
 		FAIL(name, "the module was removed under open events");
 		return;
@@ -1167,10 +1184,10 @@ int main(int argc, char **argv)
 	int type = pmu_type();
 
 	if (type < 0) {
-		printf("FAIL perfaux_pt: no such PMU in /sys/bus/event_source/devices\n");
+		printf("FAIL %s: no such PMU in /sys/bus/event_source/devices\n", name_from_env("PERFAUX_PMU"));
 		return 1;
 	}
-	printf("perfaux_pt is PMU type %d\n", type);
+	printf("%s is PMU type %d\n", name_from_env("PERFAUX_PMU"), type);
 	if (argc > 2 && strcmp(argv[1], "--fault") == 0) {
 		/* One fault case alone: check --fault <key> (see fault_cases). */
 		fault_suite(type, argv[2]);
