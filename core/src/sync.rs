@@ -342,14 +342,12 @@ pub(crate) unsafe fn copy_to_memory(dst: *mut u8, src: &[u8]) {
     let len = src.len();
     let s = src.as_ptr();
     // SAFETY: in every branch reads stay within `src` and writes within
-    // `dst[..len]` (the caller's contract): each unaligned move covers
-    // `[0, W)`, `[16, 32)`, `[len - 32, len - 16)` or `[len - W, len)` with
-    // `W <= len` (and the middle ones only when `len > 32`); a single byte
-    // is moved only when `len == 1`.
+    // `dst[..len]` (the caller's contract): `head_tail::<T>` is called only
+    // with `size_of::<T>() <= len`, the middle moves cover `[16, 32)` and
+    // `[len - 32, len - 16)` only when `len > 32`, and a single byte is
+    // moved only when `len == 1`.
     unsafe {
         if (16..=64).contains(&len) {
-            let first = s.cast::<u128>().read_unaligned();
-            let last = s.add(len - 16).cast::<u128>().read_unaligned();
             if len > 32 {
                 let second = s.add(16).cast::<u128>().read_unaligned();
                 let before_last = s.add(len - 32).cast::<u128>().read_unaligned();
@@ -358,23 +356,13 @@ pub(crate) unsafe fn copy_to_memory(dst: *mut u8, src: &[u8]) {
                     .cast::<u128>()
                     .write_unaligned(before_last);
             }
-            dst.cast::<u128>().write_unaligned(first);
-            dst.add(len - 16).cast::<u128>().write_unaligned(last);
+            head_tail::<u128>(s, dst, len);
         } else if (8..16).contains(&len) {
-            let first = s.cast::<u64>().read_unaligned();
-            let last = s.add(len - 8).cast::<u64>().read_unaligned();
-            dst.cast::<u64>().write_unaligned(first);
-            dst.add(len - 8).cast::<u64>().write_unaligned(last);
+            head_tail::<u64>(s, dst, len);
         } else if (4..8).contains(&len) {
-            let first = s.cast::<u32>().read_unaligned();
-            let last = s.add(len - 4).cast::<u32>().read_unaligned();
-            dst.cast::<u32>().write_unaligned(first);
-            dst.add(len - 4).cast::<u32>().write_unaligned(last);
+            head_tail::<u32>(s, dst, len);
         } else if (2..4).contains(&len) {
-            let first = s.cast::<u16>().read_unaligned();
-            let last = s.add(len - 2).cast::<u16>().read_unaligned();
-            dst.cast::<u16>().write_unaligned(first);
-            dst.add(len - 2).cast::<u16>().write_unaligned(last);
+            head_tail::<u16>(s, dst, len);
         } else if len == 1 {
             dst.write(s.read());
         } else if len <= PIECE {
@@ -387,6 +375,26 @@ pub(crate) unsafe fn copy_to_memory(dst: *mut u8, src: &[u8]) {
                 done += n;
             }
         }
+    }
+}
+
+/// Copies `len` bytes from `s` to `dst` with two unaligned moves of `T`
+/// that overlap when `len < 2 * size_of::<T>()`: `[0, W)` and
+/// `[len - W, len)`, `W = size_of::<T>()`. With `W <= len <= 2W` that is
+/// every byte.
+///
+/// # Safety
+/// `size_of::<T>() <= len`; `s` readable and `dst` writable for `len`
+/// bytes, apart.
+#[inline(always)]
+unsafe fn head_tail<T: Copy>(s: *const u8, dst: *mut u8, len: usize) {
+    let w = core::mem::size_of::<T>();
+    // SAFETY: both moves lie within `[0, len)` as `w <= len` (the contract).
+    unsafe {
+        let first = s.cast::<T>().read_unaligned();
+        let last = s.add(len - w).cast::<T>().read_unaligned();
+        dst.cast::<T>().write_unaligned(first);
+        dst.add(len - w).cast::<T>().write_unaligned(last);
     }
 }
 
