@@ -255,6 +255,14 @@ pub mod sample;
 mod sync;
 pub mod warn;
 
+/// Same-CPU words with the kernel's `READ_ONCE` / `WRITE_ONCE` semantics and
+/// `barrier()`, for a driver's own per-CPU state that its PMU callbacks, its
+/// interrupt handlers and the PMI on one CPU share (the Rust-for-Linux
+/// module's `struct PaxCpu` keeps the event on the CPU in a [`LocalPtr`](local::LocalPtr)).
+pub mod local {
+    pub use crate::sync::{LocalBool, LocalPtr, LocalU32, LocalU64, barrier};
+}
+
 /// Loom-model memory (only under `cfg(loom)`): see `sync`.
 #[cfg(loom)]
 #[doc(hidden)]

@@ -5,7 +5,17 @@
  * on this header (see Kbuild) into perf_bindings.rs.
  */
 #include <linux/cpuhotplug.h>
+#include <linux/cpumask.h>
+#include <linux/device.h>
+#include <linux/gfp.h>
 #include <linux/hrtimer.h>
 #include <linux/kprobes.h>
 #include <linux/moduleparam.h>
+#include <linux/panic.h>
+#include <linux/percpu.h>
 #include <linux/perf_event.h>
+#include <linux/printk.h>
+#include <linux/sysfs.h>
+#include <asm/irq_regs.h>
+#include <asm/page.h>
+#include <asm/ptrace.h>

@@ -1,23 +1,37 @@
 // SPDX-License-Identifier: GPL-2.0
 //! perfaux_rs: perfaux's PT-style PMU as a Rust-for-Linux module, using the
-//! `perfaux` crate directly (no C ABI in between).
+//! `perfaux` crate directly (no C ABI in between). It registers the PMU
+//! perfaux_pt.ko registers (kmod/perfaux_glue.c): ToPA tables over the AUX
+//! pages `setup_aux` receives, a software tracer writing Intel PT packets
+//! fed by a per-CPU ticker, `snapshot_aux` copying the newest trace bytes
+//! into the sample through `perf_output_copy()` (found with a kprobe: it
+//! is not exported), and Intel PT's sysfs attributes. The driver's state is
+//! split as Intel PT's is: per CPU ([`cpu::PaxCpu`]) and per AUX buffer
+//! ([`buffer::PaxBuf`]). Not ported: perfaux_pt.ko's single-step tracer of
+//! user code (`step_user`).
 //!
-//! Work in progress: this first step proves the build and the bindings in
-//! a CONFIG_RUST 6.12 kernel (kmod/rust/test): the `perfaux` crate
-//! (edition 2024) and the module are compiled by Kbuild against the
-//! kernel's own `core`, the perf bindings come from the kernel's own
-//! headers at build time, and the module finds `perf_output_copy` (which
-//! `snapshot_aux` needs and the kernel does not export) as the C module
-//! does. The PMU itself is the next step.
+//! Files: `pmu.rs` (the callbacks), `cpu.rs` (one CPU's driver and ticker),
+//! `buffer.rs` (`setup_aux`/`free_aux`), `sysfs.rs` (format/, caps/),
+//! `percpu.rs` (per-CPU memory), `phys.rs` (`virt_to_phys`), `params.rs`
+//! (module parameters), `warn.rs` (`WARN()`), `perf.rs` (the bindings).
 
-use core::ffi::{c_char, c_uint, c_void};
+use kernel::ffi::{c_char, c_int, c_uint};
+use core::sync::atomic::{AtomicPtr, Ordering};
 
 use kernel::prelude::*;
 
+mod buffer;
+mod cpu;
 mod params;
+mod percpu;
 mod perf;
+mod phys;
+mod pmu;
+mod sysfs;
+mod warn;
 
 use params::module_param;
+use pmu::{OutputCopy, Pax};
 
 /// `period_us`: microseconds between trace ticks per CPU.
 static mut PERIOD_US: c_uint = 500;
@@ -30,22 +44,17 @@ module_param!(PSB_PERIOD, "psb_period", param_ops_uint, "uint",
     "Bytes between PSB+ packet sequences (256..1048576, default 4096)");
 
 /// `pmu_name`: the PMU's name.
-static mut PMU_NAME: *mut c_char = c"perfaux_pt".as_ptr().cast_mut();
+static mut PMU_NAME: *mut c_char = c"perfaux_rs".as_ptr().cast::<c_char>().cast_mut();
 module_param!(PMU_NAME, "pmu_name", param_ops_charp, "charp",
-    "The PMU's name (default perfaux_pt; intel_pt on a machine without Intel PT)");
+    "The PMU's name (default perfaux_rs; intel_pt on a machine without Intel PT)");
 
 module! {
     type: PerfauxRs,
     name: "perfaux_rs",
     author: "perfaux",
-    description: "perfaux's PT-style AUX PMU, in Rust (work in progress)",
+    description: "A PT-style AUX PMU whose driver is the perfaux crate, in Rust",
     license: "GPL",
 }
-
-/// `perf_output_copy()` (kernel/events/internal.h): copies `len` bytes
-/// into the output handle's record, returns how many did not fit.
-type OutputCopy =
-    unsafe extern "C" fn(handle: *mut perf::perf_output_handle, buf: *const c_void, len: c_uint) -> c_uint;
 
 /// The address of `perf_output_copy`, from a kprobe registered on it and
 /// removed at once: the symbol is not exported, and `snapshot_aux` must
@@ -73,7 +82,42 @@ fn find_output_copy() -> Result<OutputCopy> {
     Ok(unsafe { core::mem::transmute::<*mut u8, OutputCopy>(addr.cast()) })
 }
 
-struct PerfauxRs;
+/// The registered PMU, for the CPU hotplug callbacks (which get only a CPU
+/// number): set before the hotplug state is set up, cleared after it is
+/// removed. Acquire/Release: the callbacks, on other CPUs, see the built
+/// PMU the store published.
+static PAX: AtomicPtr<Pax> = AtomicPtr::new(core::ptr::null_mut());
+
+/// The hotplug state's online callback, on `cpu`: its ticker starts.
+unsafe extern "C" fn cpu_online(cpu: c_uint) -> c_int {
+    // Acquire: pairs with the Release store in `init`.
+    let pax = PAX.load(Ordering::Acquire);
+    // SAFETY: set while the hotplug state exists (see `PAX`).
+    match unsafe { pax.as_ref() }.and_then(|p| p.cpu(cpu)) {
+        Some(c) => {
+            c.start_ticker();
+            0
+        }
+        None => EINVAL.to_errno(),
+    }
+}
+
+/// The offline callback, on `cpu`: its ticker stops.
+unsafe extern "C" fn cpu_offline(cpu: c_uint) -> c_int {
+    // Acquire: pairs with the Release store in `init`.
+    let pax = PAX.load(Ordering::Acquire);
+    // SAFETY: as in `cpu_online`.
+    if let Some(c) = unsafe { pax.as_ref() }.and_then(|p| p.cpu(cpu)) {
+        c.stop_ticker();
+    }
+    0
+}
+
+/// The module: the registered PMU and its hotplug state.
+struct PerfauxRs {
+    pax: KBox<Pax>,
+    hp_state: c_int,
+}
 
 impl kernel::Module for PerfauxRs {
     fn init(_module: &'static ThisModule) -> Result<Self> {
@@ -85,30 +129,68 @@ impl kernel::Module for PerfauxRs {
             return Err(EINVAL);
         }
         let copy = find_output_copy()?;
-        // The crate's own checks run here as in the C module: Intel PT's
-        // default configuration is valid, MTC is refused.
-        let bits = perfaux::pt::config::bits::TSC | perfaux::pt::config::bits::NORETCOMP;
-        let valid = perfaux::pt::config::PtConfig::from_attr(bits).is_ok()
-            && perfaux::pt::config::PtConfig::from_attr(perfaux::pt::config::bits::MTC).is_err();
-        if !valid {
-            return Err(EINVAL);
+        perfaux::warn::set_hook(Some(warn::hook));
+        let pax = Pax::new(i64::from(period_us) * 1000, u64::from(psb_period), copy)
+            .inspect_err(|_| perfaux::warn::set_hook(None))?;
+        // SAFETY: the PMU is boxed (it does not move) and outlives the
+        // registration, which `drop` ends; `name` is the parameter's
+        // string, which lives as long as the module.
+        let ty = match unsafe { pax.register(name) } {
+            Ok(t) => t,
+            Err(e) => {
+                pr_err!("perf_pmu_register: {:?}\n", e);
+                perfaux::warn::set_hook(None);
+                return Err(e);
+            }
+        };
+        // Release: pairs with the Acquire loads of the hotplug callbacks.
+        PAX.store(core::ptr::from_ref(&*pax).cast_mut(), Ordering::Release);
+        // cpuhp_setup_state(): the online callback runs on every online CPU now.
+        // SAFETY: a name and two callbacks that live as long as the module.
+        let hp_state = unsafe {
+            perf::__cpuhp_setup_state(
+                perf::cpuhp_state_CPUHP_AP_ONLINE_DYN,
+                c"perf/perfaux_rs:online".as_ptr().cast(),
+                true,
+                Some(cpu_online),
+                Some(cpu_offline),
+                false,
+            )
+        };
+        if hp_state < 0 {
+            pr_err!("cpuhp_setup_state: {}\n", hp_state);
+            PAX.store(core::ptr::null_mut(), Ordering::Release);
+            // SAFETY: registered above, not yet unregistered.
+            unsafe { pax.unregister() };
+            perfaux::warn::set_hook(None);
+            return Err(Error::from_errno(hp_state));
         }
         // SAFETY: a NUL-terminated string (the default, or what
         // param_ops_charp stored), checked non-NULL above.
-        let name = unsafe { core::ffi::CStr::from_ptr(name) };
+        let name = unsafe { core::ffi::CStr::from_ptr(name.cast()) };
         pr_info!(
-            "loaded: perf_output_copy at {:p}, perfaux crate linked; pmu_name {}, period_us {}, psb_period {}\n",
-            copy as *const (),
+            "registered as {}, type {}, tick {} us, PSB every {} bytes\n",
             name.to_str().unwrap_or("?"),
+            ty,
             period_us,
             psb_period
         );
-        Ok(PerfauxRs)
+        Ok(PerfauxRs { pax, hp_state })
     }
 }
 
 impl Drop for PerfauxRs {
     fn drop(&mut self) {
-        pr_info!("unloaded\n");
+        // The tickers stop on every CPU (cpuhp_remove_state() runs the
+        // offline callback), then the PMU goes; no event is left
+        // (`pmu.module` holds the module while one exists).
+        // SAFETY: the state `init` set up, removed once.
+        unsafe { perf::__cpuhp_remove_state(self.hp_state as perf::cpuhp_state, true) };
+        PAX.store(core::ptr::null_mut(), Ordering::Release);
+        // SAFETY: registered by `init`, unregistered once.
+        unsafe { self.pax.unregister() };
+        perfaux::warn::set_hook(None);
+        pr_info!("unregistered\n");
+        // The per-CPU drivers drop with `pax`, after this.
     }
 }

@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The PT driver of one CPU (Intel PT's per-CPU `struct pt`): the perfaux
+//! crate's `PtPmu` and `SoftTracer`, the AUX handle of the CPU's
+//! transaction (`perf_aux_output_begin/_flag/_end`), the event added here,
+//! and the ticker that feeds the tracer from real activity.
+//!
+//! The ticker is a per-CPU hrtimer (hard interrupt context): at each tick
+//! it records where the traced context was interrupted, as the hardware
+//! would trace the interrupt: TIP.PGE/PGD as the event's `exclude_user`
+//! and `exclude_kernel` say, then TSC, FUP at the interrupted IP, TIP to
+//! the handler and back.
+
+use core::ptr::{NonNull, addr_of, addr_of_mut};
+
+use kernel::prelude::*;
+use kernel::types::Opaque;
+use perfaux::aux::{AuxOutput, AuxTransaction};
+use perfaux::local::{LocalBool, LocalPtr};
+use perfaux::pt::buffer::PtBuffer;
+use perfaux::pt::pmu::PtPmu;
+use perfaux::pt::stream::TraceEvent;
+use perfaux::pt::tracer::SoftTracer;
+
+use crate::buffer::PaxBuf;
+use crate::perf;
+use crate::percpu::irq_regs;
+use crate::phys::KernelPhys;
+
+/// The address map of every CPU's tracer and driver.
+static PHYS: KernelPhys = KernelPhys;
+
+/// The PT driver of one CPU.
+///
+/// Every field is touched on its CPU only: by the PMU callbacks (interrupts
+/// off), the ticker (a hard interrupt) and `snapshot_aux` (the PMI, an
+/// NMI), which only reaches `pmu` and, through it, `tracer` and the AUX
+/// output.
+///
+/// # Invariants
+/// Built in place by [`PaxCpu::init`] in memory that does not move until it
+/// is dropped (per-CPU memory): `pmu` refers to `tracer` and its output to
+/// `handle` and `event`, all fields of the same object.
+pub(crate) struct PaxCpu {
+    /// The handle of this CPU's AUX transaction: `perf_aux_output_begin()`
+    /// fills it, `perf_aux_output_end()` empties it; only `pmu`'s output
+    /// touches it, and `pmu` never opens two transactions at once.
+    handle: Opaque<perf::perf_output_handle>,
+    /// The PT event added on this CPU, or null: written by `add` and `del`
+    /// (interrupts off), read by the ticker and the AUX output (`begin`).
+    event: LocalPtr<perf::perf_event>,
+    /// The tracer saw the traced context at the last tick (so it sent a
+    /// TIP.PGE): written and read by the ticker, cleared by `add`.
+    traced: LocalBool,
+    /// The ticker: set up by the CPU's online callback, cancelled by its
+    /// offline one.
+    timer: Opaque<perf::hrtimer>,
+    /// Nanoseconds between ticks.
+    period_ns: i64,
+    tracer: SoftTracer<'static>,
+    pmu: PtPmu<'static, KernelAux>,
+}
+
+/// The AUX transactions of the event on one CPU: the kernel's, on the
+/// CPU's handle.
+///
+/// # Invariants
+/// `handle` and `event` point to the fields of the `PaxCpu` whose `pmu`
+/// holds this output, living as long as it.
+pub(crate) struct KernelAux {
+    handle: *mut perf::perf_output_handle,
+    event: *const LocalPtr<perf::perf_event>,
+}
+
+// SAFETY: the `AuxOutput` contract: `perf_aux_output_begin()` takes a
+// reference on the buffer (`aux_refcount`) that `perf_aux_output_end()`
+// drops, so `rb->aux_priv`, the PaxBuf `setup_aux` made, stays valid until
+// then (`free_aux` runs after the last reference is gone); and the core
+// allows one transaction on a buffer at a time (`rb->aux_nest`).
+unsafe impl AuxOutput for KernelAux {
+    type Buffer = PtBuffer<'static>;
+
+    fn begin(&self) -> perfaux::Result<(AuxTransaction, NonNull<PtBuffer<'static>>)> {
+        // SAFETY: the type invariant.
+        let event = unsafe { (*self.event).load() };
+        if event.is_null() {
+            return Err(perfaux::Error::NoSpace);
+        }
+        // SAFETY: this CPU's handle (the type invariant), no transaction
+        // open on it; `event` is the event added here (until `del`, which
+        // ends the transaction first).
+        let buf = unsafe { perf::perf_aux_output_begin(self.handle, event) };
+        let Some(buf) = NonNull::new(buf.cast::<PaxBuf>()) else {
+            return Err(perfaux::Error::NoSpace);
+        };
+        // SAFETY: the transaction just opened filled the handle; its
+        // aux_priv is the PaxBuf this module's setup_aux made (only this
+        // PMU's setup_aux makes the AUX area of an event of this PMU).
+        unsafe {
+            let h = &*self.handle;
+            let t = AuxTransaction {
+                head: h.__bindgen_anon_2.head as u64,
+                space: h.size as u64,
+                wakeup: h.wakeup as u64,
+            };
+            Ok((t, NonNull::from(&(*buf.as_ptr()).pt)))
+        }
+    }
+
+    fn flag(&self, flags: u64) {
+        // SAFETY: the open transaction's handle (the type invariant; the
+        // driver calls `flag` only between `begin` and `end`).
+        unsafe { perf::perf_aux_output_flag(self.handle, flags) };
+    }
+
+    fn end(&self, size: u64, snapshot_head: Option<u64>) {
+        // SAFETY: the open transaction's handle, as for `flag`; in overwrite
+        // mode the driver moves the head first, as pt_update_head() does.
+        unsafe {
+            if let Some(head) = snapshot_head {
+                (*self.handle).__bindgen_anon_2.head = head as _;
+            }
+            perf::perf_aux_output_end(self.handle, size as _);
+        }
+    }
+}
+
+impl PaxCpu {
+    /// Builds one CPU's driver in place at `this`, ticking every
+    /// `period_ns`, its tracer writing a PSB+ every `psb_period` bytes.
+    ///
+    /// # Safety
+    /// `this` valid for writes of a `PaxCpu` and not moved until it is
+    /// dropped (per-CPU memory).
+    pub(crate) unsafe fn init(this: *mut PaxCpu, period_ns: i64, psb_period: u64) -> Result {
+        // SAFETY: valid storage (this function's `# Safety`); the fields are
+        // written in dependency order and stay in place.
+        unsafe {
+            addr_of_mut!((*this).handle).write(Opaque::new(Default::default()));
+            addr_of_mut!((*this).event).write(LocalPtr::null());
+            addr_of_mut!((*this).traced).write(LocalBool::new(false));
+            addr_of_mut!((*this).timer).write(Opaque::new(Default::default()));
+            addr_of_mut!((*this).period_ns).write(period_ns);
+            addr_of_mut!((*this).tracer).write(SoftTracer::new(&PHYS, psb_period));
+            // INVARIANT: the output points to this object's fields.
+            let output = KernelAux {
+                handle: Opaque::raw_get(addr_of!((*this).handle)),
+                event: addr_of!((*this).event),
+            };
+            let tracer: &'static SoftTracer<'static> = &*addr_of!((*this).tracer);
+            addr_of_mut!((*this).pmu).write(PtPmu::with_output(tracer, &PHYS, output));
+        }
+        Ok(())
+    }
+
+    /// The PT PMU of this CPU.
+    pub(crate) fn pmu(&self) -> &PtPmu<'static, KernelAux> {
+        &self.pmu
+    }
+
+    /// The event added here, or null.
+    pub(crate) fn event(&self) -> *mut perf::perf_event {
+        self.event.load()
+    }
+
+    /// `add` put `event` here (null: `del` took it off).
+    pub(crate) fn set_event(&self, event: *mut perf::perf_event) {
+        self.event.store(event);
+        self.traced.store(false);
+    }
+
+    /// Whether an AUX transaction is open here (Intel PT:
+    /// `perf_get_aux(&pt->handle)`).
+    pub(crate) fn tracing(&self) -> bool {
+        // SAFETY: this CPU's handle, read on this CPU.
+        !unsafe { perf::perf_get_aux(self.handle.get()) }.is_null()
+    }
+
+    /// Feeds the tracer one event, then handles the ToPA PMIs its writes
+    /// raised (full-trace mode) as the hardware's PMI would, right after.
+    fn trace(&self, event: TraceEvent) {
+        self.tracer.trace(event);
+        for _ in 0..self.tracer.take_pmi() {
+            self.pmu.handle_pmi();
+        }
+    }
+
+    /// Starts the ticker (the CPU's online callback, on that CPU).
+    pub(crate) fn start_ticker(&self) {
+        let t = self.timer.get();
+        // SAFETY: this object's timer, not armed (offline cancelled it);
+        // `tick` finds the object from it (`container_of`).
+        unsafe {
+            perf::hrtimer_init(t, perf::CLOCK_MONOTONIC as _, perf::hrtimer_mode_HRTIMER_MODE_REL_PINNED_HARD);
+            (*t).function = Some(tick);
+            perf::hrtimer_start_range_ns(t, self.period_ns, 0, perf::hrtimer_mode_HRTIMER_MODE_REL_PINNED_HARD);
+        }
+    }
+
+    /// Stops the ticker and waits for a running tick (offline callback).
+    pub(crate) fn stop_ticker(&self) {
+        // SAFETY: this object's timer, initialized by `start_ticker` (the
+        // offline callback runs only after the online one succeeded).
+        unsafe { perf::hrtimer_cancel(self.timer.get()) };
+    }
+
+    /// One tick: what the tracer records of the interrupted context.
+    ///
+    /// # Safety
+    /// Called from the ticker, in a hard interrupt on this CPU.
+    unsafe fn on_tick(&self) {
+        // SAFETY: a hard interrupt (this function's `# Safety`).
+        let regs = unsafe { irq_regs() };
+        // As intel_pt_interrupt(): only with a transaction open, for its event.
+        if regs.is_null() || !self.tracing() {
+            return;
+        }
+        // SAFETY: a transaction is open, so the handle's event is the
+        // event added here, alive until `del`, which cannot run during
+        // this interrupt; `regs` is the interrupted context's frame.
+        let (state, exclude_user, exclude_kernel, cs, ip) = unsafe {
+            let event = &*(*self.handle.get()).event;
+            (
+                event.hw.state,
+                event.attr.exclude_user() != 0,
+                event.attr.exclude_kernel() != 0,
+                (*regs).__bindgen_anon_1.cs,
+                (*regs).ip,
+            )
+        };
+        if state & perf::PERF_HES_STOPPED as i32 != 0 {
+            return;
+        }
+        // user_mode(): the privilege level of the interrupted code.
+        let user = cs & 3 != 0;
+        let wanted = if user { !exclude_user } else { !exclude_kernel };
+        let ip = ip as u64;
+        if !wanted {
+            // The interrupted context is excluded: tracing went off on the
+            // way there, at an IP this tracer never saw: a TIP.PGD without
+            // one.
+            if self.traced.load() {
+                self.trace(TraceEvent::Disable(None));
+            }
+            self.traced.store(false);
+            return;
+        }
+        // The time first, so that a first PSB+ carries it.
+        self.trace(TraceEvent::Time(rdtsc_ordered()));
+        if !self.traced.load() {
+            self.trace(TraceEvent::Enable(ip));
+        }
+        self.traced.store(true);
+        if !exclude_kernel {
+            // The interrupt: FUP at the interrupted IP, TIP into the
+            // handler, and TIP back on the return.
+            self.trace(TraceEvent::Async { from: ip, to: Some(tick as *const () as u64) });
+            self.trace(TraceEvent::Indirect { target: ip });
+        } else {
+            // Into the untraced kernel (FUP, TIP.PGD) and back (TIP.PGE).
+            self.trace(TraceEvent::Async { from: ip, to: None });
+            self.trace(TraceEvent::Enable(ip));
+        }
+    }
+}
+
+impl Drop for PaxCpu {
+    fn drop(&mut self) {
+        // The perf core deletes every event before the PMU goes away, and
+        // del ends the transaction: none may be open here.
+        if self.pmu.in_transaction() {
+            crate::warn::warn("a CPU's driver torn down with an AUX transaction open");
+        }
+    }
+}
+
+/// `rdtsc_ordered()`: the TSC, read after every earlier instruction.
+fn rdtsc_ordered() -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: LFENCE and RDTSC read no memory and change no state.
+    unsafe {
+        core::arch::asm!("lfence", "rdtsc", out("eax") lo, out("edx") hi,
+                         options(nomem, nostack, preserves_flags));
+    }
+    (u64::from(hi) << 32) | u64::from(lo)
+}
+
+/// The ticker's callback.
+///
+/// # Safety
+/// Called by the hrtimer core for a timer `start_ticker` armed: the
+/// `timer` field of a live `PaxCpu` on this CPU, in a hard interrupt.
+unsafe extern "C" fn tick(timer: *mut perf::hrtimer) -> perf::hrtimer_restart {
+    // SAFETY: the timer is a PaxCpu's `timer` field (this function's
+    // `# Safety`; `Opaque` is transparent), and the PaxCpu lives.
+    let cpu = unsafe { &*kernel::container_of!(timer, PaxCpu, timer) };
+    // hrtimer_forward_now(): the next tick, one period after this one.
+    // SAFETY: the running timer's clock base (`timer->base->get_time`).
+    unsafe {
+        if let Some(now) = (*(*timer).base).get_time {
+            perf::hrtimer_forward(timer, now(), cpu.period_ns);
+        }
+        cpu.on_tick();
+    }
+    perf::hrtimer_restart_HRTIMER_RESTART
+}
