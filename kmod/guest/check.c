@@ -703,10 +703,25 @@ fail:
 	return -1;
 }
 
+/*
+ * Enables or disables the whole group. An enable ends with a short sleep:
+ * since Linux 6.12 ("perf: Optimize context reschedule for single PMU
+ * cases"), enabling an event reschedules only its own PMU's events, and a
+ * software sampler under an AUX leader in the software context (Intel PT's
+ * task_ctx_nr, and this PMU's) has a PMU context of its own, which the
+ * group is not in: the sampler's enable does not put the group on, and it
+ * runs without its sampler until the task's context is next scheduled in
+ * whole. The sleep is that reschedule. 6.1 reschedules every PMU and needs
+ * none.
+ */
 static int group_enable(struct group *g, int on)
 {
-	return ioctl(g->leader, on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE,
-		     PERF_IOC_FLAG_GROUP);
+	int r = ioctl(g->leader, on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE,
+		      PERF_IOC_FLAG_GROUP);
+
+	if (!r && on)
+		usleep(1000);
+	return r;
 }
 
 /* group_open and group_enable; on failure a FAIL line for case `name`. */
