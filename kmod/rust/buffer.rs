@@ -3,14 +3,14 @@
 //! the perfaux crate's `PtBuffer` and the ToPA table pages it is built in,
 //! as Intel PT's `struct pt_buffer` (arch/x86/events/intel/pt.c).
 
-use kernel::ffi::{c_int, c_void};
 use core::ptr::{self, NonNull};
+use kernel::ffi::{c_int, c_void};
 
-use kernel::alloc::{KBox, flags};
+use kernel::alloc::{flags, KBox};
 use kernel::prelude::*;
 use perfaux::abi::PAGE_SIZE;
 use perfaux::pt::buffer::PtBuffer;
-use perfaux::pt::topa::{TopaTable, tables_for_pages};
+use perfaux::pt::topa::{tables_for_pages, TopaTable};
 
 use crate::perf;
 use crate::phys::KernelPhys;
@@ -34,7 +34,10 @@ impl TablePages {
         // this call); the result is checked for NULL.
         let p = unsafe { perf::alloc_pages_exact_noprof(bytes, gfp) };
         // INVARIANT: the allocation of `nr` pages.
-        Ok(TablePages { pages: NonNull::new(p.cast()).ok_or(ENOMEM)?, nr })
+        Ok(TablePages {
+            pages: NonNull::new(p.cast()).ok_or(ENOMEM)?,
+            nr,
+        })
     }
 }
 
@@ -104,7 +107,13 @@ unsafe fn build(pages: *mut *mut c_void, nr_pages: c_int, overwrite: bool) -> Re
     let pt = unsafe { PtBuffer::new(table_list, page_list, overwrite, &KernelPhys) }
         .map_err(|e| Error::from_errno(e.errno()))?;
     // INVARIANT: `pt` over `tables` and the core's page array.
-    Ok(KBox::new(PaxBuf { pt, _tables: tables }, flags::GFP_KERNEL)?)
+    Ok(KBox::new(
+        PaxBuf {
+            pt,
+            _tables: tables,
+        },
+        flags::GFP_KERNEL,
+    )?)
 }
 
 /// `pmu->free_aux`: the perf core frees a buffer after the last AUX

@@ -10,7 +10,7 @@
 //! and `exclude_kernel` say, then TSC, FUP at the interrupted IP, TIP to
 //! the handler and back.
 
-use core::ptr::{NonNull, addr_of, addr_of_mut};
+use core::ptr::{addr_of, addr_of_mut, NonNull};
 
 use kernel::prelude::*;
 use kernel::types::Opaque;
@@ -22,8 +22,8 @@ use perfaux::pt::stream::TraceEvent;
 use perfaux::pt::tracer::SoftTracer;
 
 use crate::buffer::PaxBuf;
-use crate::perf;
 use crate::percpu::irq_regs;
+use crate::perf;
 use crate::phys::KernelPhys;
 
 /// The address map of every CPU's tracer and driver.
@@ -190,9 +190,18 @@ impl PaxCpu {
         // SAFETY: this object's timer, not armed (offline cancelled it);
         // `tick` finds the object from it (`container_of`).
         unsafe {
-            perf::hrtimer_init(t, perf::CLOCK_MONOTONIC as _, perf::hrtimer_mode_HRTIMER_MODE_REL_PINNED_HARD);
+            perf::hrtimer_init(
+                t,
+                perf::CLOCK_MONOTONIC as _,
+                perf::hrtimer_mode_HRTIMER_MODE_REL_PINNED_HARD,
+            );
             (*t).function = Some(tick);
-            perf::hrtimer_start_range_ns(t, self.period_ns, 0, perf::hrtimer_mode_HRTIMER_MODE_REL_PINNED_HARD);
+            perf::hrtimer_start_range_ns(
+                t,
+                self.period_ns,
+                0,
+                perf::hrtimer_mode_HRTIMER_MODE_REL_PINNED_HARD,
+            );
         }
     }
 
@@ -253,7 +262,10 @@ impl PaxCpu {
         if !exclude_kernel {
             // The interrupt: FUP at the interrupted IP, TIP into the
             // handler, and TIP back on the return.
-            self.trace(TraceEvent::Async { from: ip, to: Some(tick as *const () as u64) });
+            self.trace(TraceEvent::Async {
+                from: ip,
+                to: Some(tick as *const () as u64),
+            });
             self.trace(TraceEvent::Indirect { target: ip });
         } else {
             // Into the untraced kernel (FUP, TIP.PGD) and back (TIP.PGE).

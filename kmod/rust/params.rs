@@ -38,18 +38,19 @@ macro_rules! module_param {
         const _: () = {
             #[unsafe(link_section = "__param")]
             #[used]
-            static PARAM: $crate::params::Param = $crate::params::Param($crate::perf::kernel_param {
-                name: concat!($name, "\0").as_ptr().cast(),
-                mod_: (&raw const $crate::params::__this_module).cast_mut().cast(),
-                ops: &raw const $crate::perf::$ops,
-                perm: 0o444,
-                level: -1,
-                flags: 0,
-                __bindgen_anon_1: $crate::perf::kernel_param__bindgen_ty_1 {
-                    // SAFETY: only the address is taken.
-                    arg: (&raw mut $var).cast(),
-                },
-            });
+            static PARAM: $crate::params::Param =
+                $crate::params::Param($crate::perf::kernel_param {
+                    name: concat!($name, "\0").as_ptr().cast(),
+                    mod_: (&raw const $crate::params::__this_module).cast_mut().cast(),
+                    ops: &raw const $crate::perf::$ops,
+                    perm: 0o444,
+                    level: -1,
+                    flags: 0,
+                    __bindgen_anon_1: $crate::perf::kernel_param__bindgen_ty_1 {
+                        // SAFETY: only the address is taken.
+                        arg: (&raw mut $var).cast(),
+                    },
+                });
             #[unsafe(link_section = ".modinfo")]
             #[used]
             static TYPE: [u8; concat!("parmtype=", $name, ":", $type, "\0").len()] =

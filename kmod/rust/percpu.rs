@@ -5,9 +5,9 @@
 //! has no per-CPU API. Also `get_irq_regs()`, a per-CPU read.
 
 use core::arch::asm;
-use kernel::ffi::{c_uint, c_ulong};
 use core::marker::PhantomData;
 use core::ptr::NonNull;
+use kernel::ffi::{c_uint, c_ulong};
 
 use kernel::prelude::*;
 
@@ -107,7 +107,10 @@ impl<T> PerCpu<T> {
                 }
             }
         }
-        let this = PerCpu { base, _owns: PhantomData };
+        let this = PerCpu {
+            base,
+            _owns: PhantomData,
+        };
         match failed {
             // INVARIANT: every possible CPU's copy was built.
             None => Ok(this),
@@ -127,9 +130,10 @@ impl<T> PerCpu<T> {
     /// `base` a per-CPU allocation and `cpu` a possible CPU.
     unsafe fn copy_of(base: NonNull<T>, cpu: c_uint) -> Option<NonNull<T>> {
         // SAFETY: written once at boot, read-only after (per_cpu_offset()).
-        let offsets = unsafe { &*(&raw const perf::__per_cpu_offset) };
+        let offsets = unsafe { (&raw const perf::__per_cpu_offset).as_ref() }?;
         let off = *offsets.get(cpu as usize)?;
-        NonNull::new(base.as_ptr().wrapping_byte_add(off as usize))
+        // c_ulong is the kernel's usize.
+        NonNull::new(base.as_ptr().wrapping_byte_add(off))
     }
 
     /// CPU `cpu`'s copy, or `None` for a CPU that is not possible.

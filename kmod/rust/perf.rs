@@ -10,6 +10,7 @@
     missing_docs,
     unreachable_pub,
     clippy::all,
+    clippy::undocumented_unsafe_blocks,
     improper_ctypes,
     unsafe_op_in_unsafe_fn,
     unnecessary_transmutes

@@ -15,8 +15,8 @@
 //! `percpu.rs` (per-CPU memory), `phys.rs` (`virt_to_phys`), `params.rs`
 //! (module parameters), `warn.rs` (`WARN()`), `perf.rs` (the bindings).
 
-use kernel::ffi::{c_char, c_int, c_uint};
 use core::sync::atomic::{AtomicPtr, Ordering};
+use kernel::ffi::{c_char, c_int, c_uint};
 
 use kernel::prelude::*;
 
@@ -35,18 +35,33 @@ use pmu::{OutputCopy, Pax};
 
 /// `period_us`: microseconds between trace ticks per CPU.
 static mut PERIOD_US: c_uint = 500;
-module_param!(PERIOD_US, "period_us", param_ops_uint, "uint",
-    "Microseconds between trace ticks per CPU (default 500)");
+module_param!(
+    PERIOD_US,
+    "period_us",
+    param_ops_uint,
+    "uint",
+    "Microseconds between trace ticks per CPU (default 500)"
+);
 
 /// `psb_period`: bytes between PSB+ packet sequences.
 static mut PSB_PERIOD: c_uint = 4096;
-module_param!(PSB_PERIOD, "psb_period", param_ops_uint, "uint",
-    "Bytes between PSB+ packet sequences (256..1048576, default 4096)");
+module_param!(
+    PSB_PERIOD,
+    "psb_period",
+    param_ops_uint,
+    "uint",
+    "Bytes between PSB+ packet sequences (256..1048576, default 4096)"
+);
 
 /// `pmu_name`: the PMU's name.
 static mut PMU_NAME: *mut c_char = c"perfaux_rs".as_ptr().cast::<c_char>().cast_mut();
-module_param!(PMU_NAME, "pmu_name", param_ops_charp, "charp",
-    "The PMU's name (default perfaux_rs; intel_pt on a machine without Intel PT)");
+module_param!(
+    PMU_NAME,
+    "pmu_name",
+    param_ops_charp,
+    "charp",
+    "The PMU's name (default perfaux_rs; intel_pt on a machine without Intel PT)"
+);
 
 module! {
     type: PerfauxRs,
@@ -68,7 +83,10 @@ fn find_output_copy() -> Result<OutputCopy> {
     // unregistered below.
     let r = unsafe { perf::register_kprobe(&mut kp) };
     if r != 0 {
-        pr_err!("cannot find perf_output_copy (kprobe: {}); snapshot_aux needs it\n", r);
+        pr_err!(
+            "cannot find perf_output_copy (kprobe: {}); snapshot_aux needs it\n",
+            r
+        );
         return Err(Error::from_errno(r));
     }
     let addr = kp.addr;
@@ -89,6 +107,9 @@ fn find_output_copy() -> Result<OutputCopy> {
 static PAX: AtomicPtr<Pax> = AtomicPtr::new(core::ptr::null_mut());
 
 /// The hotplug state's online callback, on `cpu`: its ticker starts.
+///
+/// # Safety
+/// Called by the CPU hotplug core on `cpu`, while the state exists.
 unsafe extern "C" fn cpu_online(cpu: c_uint) -> c_int {
     // Acquire: pairs with the Release store in `init`.
     let pax = PAX.load(Ordering::Acquire);
@@ -103,6 +124,9 @@ unsafe extern "C" fn cpu_online(cpu: c_uint) -> c_int {
 }
 
 /// The offline callback, on `cpu`: its ticker stops.
+///
+/// # Safety
+/// As `cpu_online`.
 unsafe extern "C" fn cpu_offline(cpu: c_uint) -> c_int {
     // Acquire: pairs with the Release store in `init`.
     let pax = PAX.load(Ordering::Acquire);
@@ -125,7 +149,11 @@ impl kernel::Module for PerfauxRs {
         // writes them after (read-only in sysfs).
         let (period_us, psb_period, name) = unsafe { (PERIOD_US, PSB_PERIOD, PMU_NAME) };
         if !(256..=1 << 20).contains(&psb_period) || period_us == 0 || name.is_null() {
-            pr_err!("bad parameters (psb_period {}, period_us {})\n", psb_period, period_us);
+            pr_err!(
+                "bad parameters (psb_period {}, period_us {})\n",
+                psb_period,
+                period_us
+            );
             return Err(EINVAL);
         }
         let copy = find_output_copy()?;

@@ -8,7 +8,7 @@ use kernel::ffi::{c_char, c_int, c_long, c_uint, c_ulong, c_void};
 use kernel::prelude::*;
 use kernel::types::Opaque;
 use perfaux::abi::PerfEventAttr;
-use perfaux::pmu::{EventInfo, Pmu, ef};
+use perfaux::pmu::{ef, EventInfo, Pmu};
 use perfaux::ring::OutputSink;
 
 use crate::cpu::PaxCpu;
@@ -66,7 +66,11 @@ impl Pax {
     /// The PMU, not yet registered, with each CPU's driver built (ticking
     /// every `period_ns` once its CPU is online, a PSB+ every `psb_period`
     /// bytes) and `snapshot_aux` writing through `output_copy`.
-    pub(crate) fn new(period_ns: i64, psb_period: u64, output_copy: OutputCopy) -> Result<KBox<Pax>> {
+    pub(crate) fn new(
+        period_ns: i64,
+        psb_period: u64,
+        output_copy: OutputCopy,
+    ) -> Result<KBox<Pax>> {
         let cpus = PerCpu::new(|_, p| {
             // SAFETY: per-CPU memory, which does not move until the
             // PerCpu drops it.
@@ -153,6 +157,9 @@ impl Pax {
 
 /// `pmu->event_init` (`pt_event_init`): events of this PMU whose config the
 /// tracer implements.
+///
+/// # Safety
+/// Called by the perf core for an event being opened on this PMU.
 unsafe extern "C" fn event_init(event: *mut perf::perf_event) -> c_int {
     // SAFETY: the perf core's event, being initialized for this PMU.
     let (pax, event) = unsafe { (Pax::of(event), &mut *event) };
@@ -165,7 +172,8 @@ unsafe extern "C" fn event_init(event: *mut perf::perf_event) -> c_int {
         return EINVAL.to_errno();
     }
     // has_branch_stack().
-    if event.attr.sample_type & perf::perf_event_sample_format_PERF_SAMPLE_BRANCH_STACK as u64 != 0 {
+    if event.attr.sample_type & perf::perf_event_sample_format_PERF_SAMPLE_BRANCH_STACK as u64 != 0
+    {
         return -(perf::EOPNOTSUPP as c_int);
     }
     event.hw.__bindgen_anon_1.__bindgen_anon_1.config = 0;
@@ -174,6 +182,10 @@ unsafe extern "C" fn event_init(event: *mut perf::perf_event) -> c_int {
 
 /// `pmu->add` (`pt_event_add`): one PT event per CPU; with
 /// `PERF_EF_START`, opens the AUX transaction and starts tracing.
+///
+/// # Safety
+/// Called by the perf core for an event of this PMU, with interrupts off on
+/// the event's CPU.
 unsafe extern "C" fn add(event: *mut perf::perf_event, flags: c_int) -> c_int {
     // SAFETY: a callback: interrupts are off, `event` alive.
     let c = unsafe { Pax::of(event).this_cpu() };
@@ -187,15 +199,30 @@ unsafe extern "C" fn add(event: *mut perf::perf_event, flags: c_int) -> c_int {
         c.set_event(core::ptr::null_mut());
         // SAFETY: the perf core's event.
         unsafe { (*event).hw.state = perf::PERF_HES_STOPPED as c_int };
-        return if e == perfaux::Error::Busy { EBUSY } else { EINVAL }.to_errno();
+        return if e == perfaux::Error::Busy {
+            EBUSY
+        } else {
+            EINVAL
+        }
+        .to_errno();
     }
     // pt_event_start(): no buffer (unmapped, full) leaves it stopped.
     // SAFETY: the perf core's event.
-    unsafe { (*event).hw.state = if c.tracing() { 0 } else { perf::PERF_HES_STOPPED as c_int } };
+    unsafe {
+        (*event).hw.state = if c.tracing() {
+            0
+        } else {
+            perf::PERF_HES_STOPPED as c_int
+        }
+    };
     0
 }
 
 /// `pmu->del`: stops tracing and ends the transaction.
+///
+/// # Safety
+/// Called by the perf core for an event of this PMU, with interrupts off on
+/// the event's CPU.
 unsafe extern "C" fn del(event: *mut perf::perf_event, _flags: c_int) {
     // SAFETY: a callback: interrupts off, `event` alive.
     unsafe { stop(event, perf::PERF_EF_UPDATE as c_int) };
@@ -207,6 +234,10 @@ unsafe extern "C" fn del(event: *mut perf::perf_event, _flags: c_int) {
 }
 
 /// `pmu->start` (`pt_event_start`): a new transaction if none is open.
+///
+/// # Safety
+/// Called by the perf core for an event of this PMU, with interrupts off on
+/// the event's CPU.
 unsafe extern "C" fn start(event: *mut perf::perf_event, _flags: c_int) {
     // SAFETY: a callback: interrupts off, `event` alive.
     let c = unsafe { Pax::of(event).this_cpu() };
@@ -216,11 +247,21 @@ unsafe extern "C" fn start(event: *mut perf::perf_event, _flags: c_int) {
     }
     with_info(event, |i| c.pmu().start(i, 0));
     // SAFETY: the perf core's event.
-    unsafe { (*event).hw.state = if c.tracing() { 0 } else { perf::PERF_HES_STOPPED as c_int } };
+    unsafe {
+        (*event).hw.state = if c.tracing() {
+            0
+        } else {
+            perf::PERF_HES_STOPPED as c_int
+        }
+    };
 }
 
 /// `pmu->stop` (`pt_event_stop`): with `PERF_EF_UPDATE`, ends the
 /// transaction.
+///
+/// # Safety
+/// Called by the perf core for an event of this PMU, with interrupts off on
+/// the event's CPU.
 unsafe extern "C" fn stop(event: *mut perf::perf_event, flags: c_int) {
     // SAFETY: a callback: interrupts off, `event` alive.
     let c = unsafe { Pax::of(event).this_cpu() };
@@ -234,6 +275,10 @@ unsafe extern "C" fn stop(event: *mut perf::perf_event, flags: c_int) {
 }
 
 /// `pmu->read`: a tracer has no count.
+///
+/// # Safety
+/// Called by the perf core for an event of this PMU, with interrupts off on
+/// the event's CPU.
 unsafe extern "C" fn read(_event: *mut perf::perf_event) {}
 
 /// The sample being written, through `perf_output_copy()`.
@@ -269,6 +314,11 @@ fn zero_fill(sink: &mut HandleSink, size: u64) -> u64 {
 
 /// `pmu->snapshot_aux` (`pt_event_snapshot_aux`), from the PMI: the newest
 /// `size` trace bytes into the sample's record.
+///
+/// # Safety
+/// Called by the perf core in the PMI (or with interrupts off) on the
+/// sampler's CPU, where `event`, this PMU's AUX event, runs; `handle` is the
+/// sample's open output handle.
 unsafe extern "C" fn snapshot_aux(
     event: *mut perf::perf_event,
     handle: *mut perf::perf_output_handle,
@@ -279,7 +329,10 @@ unsafe extern "C" fn snapshot_aux(
     let pax = unsafe { Pax::of(event) };
     // SAFETY: as above: interrupts are off.
     let c = unsafe { pax.this_cpu() };
-    let mut sink = HandleSink { copy: pax.output_copy, handle };
+    let mut sink = HandleSink {
+        copy: pax.output_copy,
+        handle,
+    };
     let r = with_info(event, |i| c.pmu().snapshot_aux(i, &mut sink, size as u64));
     if let Ok(n @ 1..) = r {
         return n.min(c_long::MAX as u64) as c_long;

@@ -6,8 +6,8 @@
 //! the same; and the timing attributes. perf reads them to build its
 //! default configuration and to check the user's.
 
-use kernel::ffi::{c_char, c_void};
 use core::ptr;
+use kernel::ffi::{c_char, c_void};
 
 use crate::perf;
 
@@ -82,8 +82,7 @@ unsafe extern "C" fn show_hex(
     // SAFETY: as in `show_str`; `var` is a number.
     unsafe {
         let ea = kernel::container_of!(attr, perf::dev_ext_attribute, attr);
-        perf::sysfs_emit(buf, c"%lx\n".as_ptr().cast(), (*ea).var as usize)
-            as isize
+        perf::sysfs_emit(buf, c"%lx\n".as_ptr().cast(), (*ea).var as usize) as isize
     }
 }
 
@@ -103,9 +102,20 @@ format_attr!(FORMAT_CYC_THRESH, "cyc_thresh", "config:19-22");
 format_attr!(FORMAT_PSB_PERIOD, "psb_period", "config:24-27");
 
 static mut FORMAT_ATTRS: [*mut perf::attribute; 15] = attrs![
-    FORMAT_PT, FORMAT_CYC, FORMAT_PWR_EVT, FORMAT_EVENT, FORMAT_NOTNT, FORMAT_FUP_ON_PTW,
-    FORMAT_MTC, FORMAT_TSC, FORMAT_NORETCOMP, FORMAT_PTW, FORMAT_BRANCH, FORMAT_MTC_PERIOD,
-    FORMAT_CYC_THRESH, FORMAT_PSB_PERIOD,
+    FORMAT_PT,
+    FORMAT_CYC,
+    FORMAT_PWR_EVT,
+    FORMAT_EVENT,
+    FORMAT_NOTNT,
+    FORMAT_FUP_ON_PTW,
+    FORMAT_MTC,
+    FORMAT_TSC,
+    FORMAT_NORETCOMP,
+    FORMAT_PTW,
+    FORMAT_BRANCH,
+    FORMAT_MTC_PERIOD,
+    FORMAT_CYC_THRESH,
+    FORMAT_PSB_PERIOD,
 ];
 
 // What the software tracer does: ToPA output with several entries per
@@ -130,19 +140,47 @@ cap_attr!(CAP_PAYLOADS_LIP, "payloads_lip", 0);
 cap_attr!(CAP_NUM_ADDRESS_RANGES, "num_address_ranges", 0);
 cap_attr!(CAP_MTC_PERIODS, "mtc_periods", 0);
 cap_attr!(CAP_CYCLE_THRESHOLDS, "cycle_thresholds", 0);
-cap_attr!(CAP_PSB_PERIODS, "psb_periods", perfaux::pt::config::PSB_PERIODS);
+cap_attr!(
+    CAP_PSB_PERIODS,
+    "psb_periods",
+    perfaux::pt::config::PSB_PERIODS
+);
 
 static mut CAP_ATTRS: [*mut perf::attribute; 19] = attrs![
-    CAP_MAX_SUBLEAF, CAP_CR3_FILTERING, CAP_PSB_CYC, CAP_IP_FILTERING, CAP_MTC, CAP_PTWRITE,
-    CAP_POWER_EVENT_TRACE, CAP_EVENT_TRACE, CAP_TNT_DISABLE, CAP_TOPA_OUTPUT,
-    CAP_TOPA_MULTIPLE_ENTRIES, CAP_SINGLE_RANGE_OUTPUT, CAP_OUTPUT_SUBSYS, CAP_PAYLOADS_LIP,
-    CAP_NUM_ADDRESS_RANGES, CAP_MTC_PERIODS, CAP_CYCLE_THRESHOLDS, CAP_PSB_PERIODS,
+    CAP_MAX_SUBLEAF,
+    CAP_CR3_FILTERING,
+    CAP_PSB_CYC,
+    CAP_IP_FILTERING,
+    CAP_MTC,
+    CAP_PTWRITE,
+    CAP_POWER_EVENT_TRACE,
+    CAP_EVENT_TRACE,
+    CAP_TNT_DISABLE,
+    CAP_TOPA_OUTPUT,
+    CAP_TOPA_MULTIPLE_ENTRIES,
+    CAP_SINGLE_RANGE_OUTPUT,
+    CAP_OUTPUT_SUBSYS,
+    CAP_PAYLOADS_LIP,
+    CAP_NUM_ADDRESS_RANGES,
+    CAP_MTC_PERIODS,
+    CAP_CYCLE_THRESHOLDS,
+    CAP_PSB_PERIODS,
 ];
 
 // pt.c's timing attributes: the tracer's CBR packets carry ratio 0 and it
 // has no ART, so both are 0.
-ext_attr!(TIMING_MAX_NONTURBO_RATIO, "max_nonturbo_ratio", show_str, c"0".as_ptr().cast::<u8>());
-ext_attr!(TIMING_TSC_ART_RATIO, "tsc_art_ratio", show_str, c"0:0".as_ptr().cast::<u8>());
+ext_attr!(
+    TIMING_MAX_NONTURBO_RATIO,
+    "max_nonturbo_ratio",
+    show_str,
+    c"0".as_ptr().cast::<u8>()
+);
+ext_attr!(
+    TIMING_TSC_ART_RATIO,
+    "tsc_art_ratio",
+    show_str,
+    c"0:0".as_ptr().cast::<u8>()
+);
 
 static mut TIMING_ATTRS: [*mut perf::attribute; 3] =
     attrs![TIMING_MAX_NONTURBO_RATIO, TIMING_TSC_ART_RATIO];
@@ -158,14 +196,19 @@ const fn group(name: *const c_char, attrs: *mut *mut perf::attribute) -> perf::a
     }
 }
 
-static mut CAP_GROUP: perf::attribute_group = group(c"caps".as_ptr().cast(), (&raw mut CAP_ATTRS).cast());
+static mut CAP_GROUP: perf::attribute_group =
+    group(c"caps".as_ptr().cast(), (&raw mut CAP_ATTRS).cast());
 static mut FORMAT_GROUP: perf::attribute_group =
     group(c"format".as_ptr().cast(), (&raw mut FORMAT_ATTRS).cast());
 static mut TIMING_GROUP: perf::attribute_group = group(ptr::null(), (&raw mut TIMING_ATTRS).cast());
 
 /// `pmu->attr_groups`, NULL-terminated.
-static mut GROUPS: [*const perf::attribute_group; 4] =
-    [&raw const CAP_GROUP, &raw const FORMAT_GROUP, &raw const TIMING_GROUP, ptr::null()];
+static mut GROUPS: [*const perf::attribute_group; 4] = [
+    &raw const CAP_GROUP,
+    &raw const FORMAT_GROUP,
+    &raw const TIMING_GROUP,
+    ptr::null(),
+];
 
 /// The attribute groups of the PMU. sysfs reads them (and the attributes)
 /// from registration on; nothing writes them.
