@@ -863,9 +863,11 @@ static void fault_munmap_aux(int type, int unused)
 	 * The same event in a new buffer: as on Intel PT (no first-round
 	 * clear of the PSB counter), the trace there starts mid-stream and
 	 * becomes decodable at its first periodic PSB: run past a few,
-	 * reading the ring as it goes.
+	 * reading the ring as it goes (10 rounds, or up to 2 s on a guest
+	 * slow enough that the first PSB comes later: the tracer writes per
+	 * timer tick, and a loaded host delivers fewer).
 	 */
-	for (int round = 0; round < 10; round++) {
+	for (int round = 0; round < 200 && (round < 10 || !t.decoded); round++) {
 		workload(10);
 		tally_read(&g, &t);
 	}
