@@ -56,8 +56,10 @@ pub(crate) struct PaxCpu {
     timer: Opaque<perf::hrtimer>,
     /// Nanoseconds between ticks.
     period_ns: i64,
-    tracer: SoftTracer<'static>,
+    /// The driver; declared before `tracer`, which it refers to, so that
+    /// it is dropped first.
     pmu: PtPmu<'static, KernelAux>,
+    tracer: SoftTracer<'static>,
 }
 
 /// The AUX transactions of the event on one CPU: the kernel's, on the
