@@ -241,7 +241,7 @@ unsafe extern "C" fn del(event: *mut perf::perf_event, _flags: c_int) {
 unsafe extern "C" fn start(event: *mut perf::perf_event, _flags: c_int) {
     // SAFETY: a callback: interrupts off, `event` alive.
     let c = unsafe { Pax::of(event).this_cpu() };
-    if crate::warn::warn_on_once!(
+    if perfaux::warn_on_once!(
         c.event() != event,
         "start of an event not added on this CPU"
     ) {

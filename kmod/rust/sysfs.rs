@@ -51,39 +51,42 @@ macro_rules! attrs {
     };
 }
 
+/// The `var` of the `dev_ext_attribute` whose `attr` field `attr` is.
+///
+/// # Safety
+/// `attr` is the `attr` field of one of this file's attributes.
+unsafe fn ext_var(attr: *mut perf::device_attribute) -> *mut c_void {
+    // SAFETY: `attr` is the first field of a live `dev_ext_attribute`
+    // (this function's `# Safety`).
+    unsafe { (*kernel::container_of!(attr, perf::dev_ext_attribute, attr)).var }
+}
+
 /// `show` of a string attribute: the string and a newline.
 ///
 /// # Safety
-/// Called by sysfs with one of this file's attributes (their `var` a
-/// NUL-terminated string) and a page-sized buffer.
+/// Called by sysfs with one of this file's string attributes (their `var`
+/// a NUL-terminated string) and a page-sized buffer.
 unsafe extern "C" fn show_str(
     _dev: *mut perf::device,
     attr: *mut perf::device_attribute,
     buf: *mut c_char,
 ) -> isize {
-    // SAFETY: the attribute is the `attr` field of a `dev_ext_attribute`
-    // (this function's `# Safety`), whose `var` is a C string; `buf` is
-    // what sysfs_emit() takes.
-    unsafe {
-        let ea = kernel::container_of!(attr, perf::dev_ext_attribute, attr);
-        perf::sysfs_emit(buf, c"%s\n".as_ptr().cast(), (*ea).var) as isize
-    }
+    // SAFETY: one of this file's attributes, its `var` a C string; `buf`
+    // is what sysfs_emit() takes.
+    unsafe { perf::sysfs_emit(buf, c"%s\n".as_ptr().cast(), ext_var(attr)) as isize }
 }
 
 /// `show` of a capability: the value in hexadecimal (pt_cap_show()).
 ///
 /// # Safety
-/// As `show_str`, `var` holding the value.
+/// As `show_str`, for a capability (`var` holding the value).
 unsafe extern "C" fn show_hex(
     _dev: *mut perf::device,
     attr: *mut perf::device_attribute,
     buf: *mut c_char,
 ) -> isize {
     // SAFETY: as in `show_str`; `var` is a number.
-    unsafe {
-        let ea = kernel::container_of!(attr, perf::dev_ext_attribute, attr);
-        perf::sysfs_emit(buf, c"%lx\n".as_ptr().cast(), (*ea).var as usize) as isize
-    }
+    unsafe { perf::sysfs_emit(buf, c"%lx\n".as_ptr().cast(), ext_var(attr) as usize) as isize }
 }
 
 format_attr!(FORMAT_PT, "pt", "config:0");

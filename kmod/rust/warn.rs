@@ -25,21 +25,3 @@ pub(crate) fn warn(message: &str) {
 pub(crate) fn hook(message: &'static str) {
     warn(message);
 }
-
-/// `WARN_ON_ONCE(cond)`: reports `message` the first time `cond` holds at
-/// this site; evaluates to `cond`.
-macro_rules! warn_on_once {
-    ($cond:expr, $message:literal) => {{
-        let cond: bool = $cond;
-        if cond {
-            static ONCE: core::sync::atomic::AtomicBool =
-                core::sync::atomic::AtomicBool::new(false);
-            // Relaxed: a once-flag; two racing first reports are harmless.
-            if !ONCE.swap(true, core::sync::atomic::Ordering::Relaxed) {
-                $crate::warn::warn($message);
-            }
-        }
-        cond
-    }};
-}
-pub(crate) use warn_on_once;
