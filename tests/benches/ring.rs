@@ -3,9 +3,11 @@
 //!
 //! - `write/<size>/{perfaux,minimal,rtrb,bbqueue}`: one record of `size`
 //!   bytes per iteration (reserve, copy, publish); the consumer gives the
-//!   space back in bulk every 64 KiB for all four, so its cost is amortized
-//!   alike. `minimal` is the perf protocol's floor, written here
-//!   ([`MinimalRing`]).
+//!   space back in bulk every 64 KiB for all of them, so its cost is
+//!   amortized alike. `minimal` is the perf protocol's floor, written here
+//!   ([`MinimalRing`]); `minimal-paged`, `minimal-paged-checked` and
+//!   `kernel-steps` add the steps Linux's write path takes beyond it, one
+//!   at a time ([`StepRing`]), so that one run prices each.
 //! - `copy/<size>/{perfaux,memcpy_same_offset,memcpy_aligned}`: records of
 //!   4 KiB to 64 KiB through a handle that crosses 4 KiB chunks and the ring
 //!   end of a 128 KiB ring, against one plain memcpy of the same bytes into
@@ -68,22 +70,35 @@ fn write_path(c: &mut Criterion) {
             })
         });
 
-        let minimal = MinimalRing::new(RING_BYTES);
-        let mut n = 0;
-        group.bench_function(BenchmarkId::new(size.to_string(), "minimal"), |b| {
-            b.iter(|| {
-                assert!(minimal.write(black_box(&record)), "room");
-                n += 1;
-                if n == per_drain {
-                    n = 0;
-                    // The consumer frees everything published (D).
-                    let head = minimal.data_head.load(std::sync::atomic::Ordering::Acquire);
-                    minimal
-                        .data_tail
-                        .store(head, std::sync::atomic::Ordering::Release);
-                }
-            })
-        });
+        step_ring(
+            &mut group,
+            size,
+            "minimal",
+            &MinimalRing::new(RING_BYTES),
+            &record,
+        );
+        // The kernel's steps, one at a time (`StepRing`).
+        step_ring(
+            &mut group,
+            size,
+            "minimal-paged",
+            &StepRing::<true, false, false>::new(RING_BYTES),
+            &record,
+        );
+        step_ring(
+            &mut group,
+            size,
+            "minimal-paged-checked",
+            &StepRing::<true, true, false>::new(RING_BYTES),
+            &record,
+        );
+        step_ring(
+            &mut group,
+            size,
+            "kernel-steps",
+            &StepRing::<true, true, true>::new(RING_BYTES),
+            &record,
+        );
 
         let (mut prod, mut cons) = rtrb::RingBuffer::<u8>::new(RING_BYTES);
         let mut n = 0;
@@ -127,6 +142,28 @@ fn write_path(c: &mut Criterion) {
     group.finish();
 }
 
+/// One `write/<size>/<name>` case over a [`StepRing`].
+fn step_ring<const P: bool, const C: bool, const W: bool>(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    size: usize,
+    name: &str,
+    ring: &StepRing<P, C, W>,
+    record: &[u8],
+) {
+    let per_drain = DRAIN_EVERY / size;
+    let mut n = 0;
+    group.bench_function(BenchmarkId::new(size.to_string(), name), |b| {
+        b.iter(|| {
+            assert!(ring.write(black_box(record)), "room");
+            n += 1;
+            if n == per_drain {
+                n = 0;
+                ring.drain();
+            }
+        })
+    });
+}
+
 /// The minimal perf-style ring, the protocol's floor: what
 /// `perf_output_begin`/`end` cannot do without on one CPU with NMIs
 /// (reserve by an unlocked compare-and-swap after the `data_tail` check,
@@ -136,25 +173,74 @@ fn write_path(c: &mut Criterion) {
 /// contiguous block instead of pages. It copies as perfaux does (small
 /// records inline, the rest in pieces of at most 2 KiB), so that the two
 /// differ in their protocol only.
-struct MinimalRing {
+type MinimalRing = StepRing<false, false, false>;
+
+/// The minimal ring plus the steps Linux's `__perf_output_begin` and
+/// `perf_output_put_handle` take that the floor leaves out, each switched
+/// on by a parameter, so that one run prices every step:
+/// - `PAGED`: the data are separate 4 KiB pages (`rb->data_pages`): the
+///   record's page and address are looked up
+///   (`handle->page = (offset >> PAGE_SHIFT) & (nr_pages - 1)`,
+///   `handle->addr = rb->data_pages[handle->page] + ...`) and the copy
+///   moves to the next page where one ends (`__output_copy`);
+/// - `CHECKED`: `if (unlikely(rb->paused))` (a lost record and out),
+///   `if (unlikely(have_lost = local_read(&rb->lost)))` (room for a
+///   `PERF_RECORD_LOST`), `if (!rb->overwrite)` around the `data_tail`
+///   check;
+/// - `WAKEUP`: `handle->wakeup = local_read(&rb->wakeup)` at begin, the
+///   watermark (`if (unlikely(head - local_read(&rb->wakeup) >
+///   rb->watermark)) local_add(rb->watermark, &rb->wakeup)`) after the
+///   reservation, and `if (handle->wakeup != local_read(&rb->wakeup))
+///   perf_output_wakeup(handle)` at the end (counted here).
+///
+/// `StepRing<true, true, true>` is the kernel's forward write path, as
+/// plain as it can be written; what perfaux costs beyond it is perfaux's
+/// own.
+struct StepRing<const PAGED: bool, const CHECKED: bool, const WAKEUP: bool> {
     data: PageBlock,
+    /// `rb->data_pages` (PAGED): one block per page, owned here, and their
+    /// addresses.
+    _pages: Vec<PageBlock>,
+    page_ptrs: Vec<*mut u8>,
     mask: u64,
     /// `rb->head`, written only by this CPU's (nested) writers.
     head: std::cell::UnsafeCell<u64>,
     /// `rb->nest`.
     nest: std::cell::Cell<u32>,
+    /// `rb->paused`, `rb->lost`, `rb->overwrite` (CHECKED).
+    paused: std::cell::Cell<bool>,
+    lost: std::cell::Cell<u64>,
+    overwrite: bool,
+    /// `rb->wakeup`, `rb->watermark` (WAKEUP), and the wakeups raised.
+    wakeup: std::cell::Cell<u64>,
+    watermark: u64,
+    wakeups: std::cell::Cell<u64>,
     /// The user page's words.
     data_head: std::sync::atomic::AtomicU64,
     data_tail: std::sync::atomic::AtomicU64,
 }
 
-impl MinimalRing {
+impl<const PAGED: bool, const CHECKED: bool, const WAKEUP: bool> StepRing<PAGED, CHECKED, WAKEUP> {
     fn new(size: usize) -> Self {
-        MinimalRing {
-            data: PageBlock::new(size),
+        let pages: Vec<PageBlock> = if PAGED {
+            (0..size / 4096).map(|_| PageBlock::new(4096)).collect()
+        } else {
+            Vec::new()
+        };
+        StepRing {
+            data: PageBlock::new(if PAGED { 4096 } else { size }),
+            page_ptrs: pages.iter().map(PageBlock::ptr).collect(),
+            _pages: pages,
             mask: size as u64 - 1,
             head: std::cell::UnsafeCell::new(0),
             nest: std::cell::Cell::new(0),
+            paused: std::cell::Cell::new(false),
+            lost: std::cell::Cell::new(0),
+            overwrite: false,
+            wakeup: std::cell::Cell::new(0),
+            // perfaux's default, as the bench's perfaux ring has it.
+            watermark: size as u64 / 2,
+            wakeups: std::cell::Cell::new(0),
             data_head: std::sync::atomic::AtomicU64::new(0),
             data_tail: std::sync::atomic::AtomicU64::new(0),
         }
@@ -182,35 +268,74 @@ impl MinimalRing {
     #[inline(always)]
     fn write(&self, record: &[u8]) -> bool {
         use std::sync::atomic::{Ordering, compiler_fence};
-        let size = record.len() as u64;
+        let mut size = record.len() as u64;
+        if CHECKED {
+            if self.paused.get() {
+                self.lost.set(self.lost.get() + 1);
+                return false;
+            }
+            if self.lost.get() != 0 {
+                // Room for the PERF_RECORD_LOST (header, id, count).
+                size += 24;
+            }
+        }
         self.nest.set(self.nest.get() + 1);
+        let handle_wakeup = if WAKEUP { self.wakeup.get() } else { 0 };
         compiler_fence(Ordering::SeqCst);
         let offset = loop {
             let tail = self.data_tail.load(Ordering::Acquire);
             // SAFETY: read by this thread only; nested writers finish first.
             let offset = unsafe { *self.head.get() };
-            if tail.wrapping_sub(offset.wrapping_add(1)) & self.mask < size {
-                self.end();
+            if (!CHECKED || !self.overwrite)
+                && tail.wrapping_sub(offset.wrapping_add(1)) & self.mask < size
+            {
+                if CHECKED {
+                    self.lost.set(self.lost.get() + 1);
+                }
+                self.end(handle_wakeup);
                 return false;
             }
             if self.cmpxchg_head(offset, offset + size) {
                 break offset;
             }
         };
-        let at = (offset & self.mask) as usize;
-        let first = record.len().min(self.mask as usize + 1 - at);
-        // SAFETY: `at + first` and `record.len() - first` bytes lie in the
-        // block; the record is not ring memory.
-        unsafe {
-            copy_like_perfaux(self.data.ptr().add(at), &record[..first]);
-            copy_like_perfaux(self.data.ptr(), &record[first..]);
+        if WAKEUP && (offset + size).wrapping_sub(self.wakeup.get()) > self.watermark {
+            self.wakeup.set(self.wakeup.get() + self.watermark);
         }
-        self.end();
+        if PAGED {
+            let nr = self.page_ptrs.len();
+            let mut at = offset;
+            let mut rest = record;
+            while !rest.is_empty() {
+                let page = (at >> 12) as usize & (nr - 1);
+                let in_page = (at & 4095) as usize;
+                let n = rest.len().min(4096 - in_page);
+                // SAFETY: `page < nr` (masked; the kernel indexes
+                // `rb->data_pages` unchecked too), and `in_page + n` bytes
+                // lie in that page; the record is not ring memory.
+                unsafe {
+                    let dst = self.page_ptrs.get_unchecked(page).add(in_page);
+                    copy_like_perfaux(dst, rest.get_unchecked(..n));
+                }
+                rest = &rest[n..];
+                at += n as u64;
+            }
+        } else {
+            let at = (offset & self.mask) as usize;
+            let first = record.len().min(self.mask as usize + 1 - at);
+            // SAFETY: `at + first` and `record.len() - first` bytes lie in the
+            // block; the record is not ring memory.
+            unsafe {
+                copy_like_perfaux(self.data.ptr().add(at), &record[..first]);
+                copy_like_perfaux(self.data.ptr(), &record[first..]);
+            }
+        }
+        self.end(handle_wakeup);
         true
     }
 
     #[inline(always)]
-    fn end(&self) {
+    fn end(&self, handle_wakeup: u64) {
         use std::sync::atomic::{Ordering, compiler_fence};
         let nest = self.nest.get();
         if nest > 1 {
@@ -231,6 +356,16 @@ impl MinimalRing {
             }
             self.nest.set(1);
         }
+        if WAKEUP && handle_wakeup != self.wakeup.get() {
+            self.wakeups.set(self.wakeups.get() + 1);
+        }
+    }
+
+    /// The consumer frees everything published (D).
+    fn drain(&self) {
+        use std::sync::atomic::Ordering;
+        let head = self.data_head.load(Ordering::Acquire);
+        self.data_tail.store(head, Ordering::Release);
     }
 }
 
