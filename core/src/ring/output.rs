@@ -192,9 +192,9 @@ impl<'a, H: NestHook> Ring<'a, H> {
             _not_send: PhantomData,
         };
         if have_lost {
-            if let Some(id) = handle.write_lost(source) {
-                refresh(&id);
-            }
+            // By value, out of line: the handle's address never escapes
+            // the hot path, so it can stay in registers there.
+            handle = handle.with_lost(source, refresh);
             self.hook.at(self, Point::BeginLostWritten);
         }
         Ok(handle)
@@ -381,6 +381,21 @@ impl<H: NestHook> OutputHandle<'_, '_, H> {
             }
         }
         self.left -= n;
+    }
+
+    /// The handle after the `PERF_RECORD_LOST` that precedes the record,
+    /// `refresh` given the sample_id trailer it carried.
+    #[cold]
+    #[inline(never)]
+    fn with_lost<S: OutputEvent>(
+        mut self,
+        source: &mut S,
+        refresh: impl FnOnce(&SampleId),
+    ) -> Self {
+        if let Some(id) = self.write_lost(source) {
+            refresh(&id);
+        }
+        self
     }
 
     /// Writes the `PERF_RECORD_LOST` that precedes the record (`__perf_output_begin`'s
