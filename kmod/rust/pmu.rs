@@ -44,7 +44,7 @@ unsafe impl Send for Pax {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Pax {}
 
-/// The attr a PT callback shows the driver: the event's config, as
+/// The event `add` shows the driver: its id and its config, as
 /// `pt_event_add` reads `event->attr.config` (nothing else of the attr
 /// matters to the driver).
 fn with_info<R>(event: *mut perf::perf_event, f: impl FnOnce(&EventInfo<'_>) -> R) -> R {
@@ -60,6 +60,41 @@ fn with_info<R>(event: *mut perf::perf_event, f: impl FnOnce(&EventInfo<'_>) -> 
         cpu: -1,
         aux_paused: false,
     })
+}
+
+/// The event the other callbacks show the driver: `start`, `stop` and
+/// `snapshot_aux` read nothing of it but `aux_paused` (never set: this PMU
+/// does not offer `aux_pause`), so no attr is built on the PMI path.
+fn no_info() -> EventInfo<'static> {
+    static NO_ATTR: PerfEventAttr = PerfEventAttr::new(136);
+    EventInfo {
+        attr: &NO_ATTR,
+        id: 0,
+        cpu: -1,
+        aux_paused: false,
+    }
+}
+
+// The kernel's PERF_EF_* are the crate's.
+const _: () = assert!(
+    perf::PERF_EF_START == ef::START
+        && perf::PERF_EF_UPDATE == ef::UPDATE
+        && perf::PERF_HES_STOPPED == 1
+);
+
+/// `hw.state` after a start (`pt_event_start`): running with a transaction
+/// open, else stopped (no buffer: unmapped, or full).
+///
+/// # Safety
+/// `event` is the perf core's event, in one of its callbacks.
+unsafe fn set_started(event: *mut perf::perf_event, c: &PaxCpu) {
+    let state = if c.tracing() {
+        0
+    } else {
+        perf::PERF_HES_STOPPED as c_int
+    };
+    // SAFETY: the perf core's event (this function's `# Safety`).
+    unsafe { (*event).hw.state = state };
 }
 
 impl Pax {
@@ -193,8 +228,7 @@ unsafe extern "C" fn add(event: *mut perf::perf_event, flags: c_int) -> c_int {
         return EBUSY.to_errno();
     }
     c.set_event(event);
-    let start = flags as u32 & perf::PERF_EF_START;
-    if let Err(e) = with_info(event, |i| c.pmu().add(i, start & ef::START)) {
+    if let Err(e) = with_info(event, |i| c.pmu().add(i, flags as u32 & ef::START)) {
         // A start that cannot trace (no AUX buffer) fails the add.
         c.set_event(core::ptr::null_mut());
         // SAFETY: the perf core's event.
@@ -206,15 +240,8 @@ unsafe extern "C" fn add(event: *mut perf::perf_event, flags: c_int) -> c_int {
         }
         .to_errno();
     }
-    // pt_event_start(): no buffer (unmapped, full) leaves it stopped.
-    // SAFETY: the perf core's event.
-    unsafe {
-        (*event).hw.state = if c.tracing() {
-            0
-        } else {
-            perf::PERF_HES_STOPPED as c_int
-        }
-    };
+    // SAFETY: the perf core's event, in its callback.
+    unsafe { set_started(event, c) };
     0
 }
 
@@ -247,15 +274,9 @@ unsafe extern "C" fn start(event: *mut perf::perf_event, _flags: c_int) {
     ) {
         return;
     }
-    with_info(event, |i| c.pmu().start(i, 0));
-    // SAFETY: the perf core's event.
-    unsafe {
-        (*event).hw.state = if c.tracing() {
-            0
-        } else {
-            perf::PERF_HES_STOPPED as c_int
-        }
-    };
+    c.pmu().start(&no_info(), 0);
+    // SAFETY: the perf core's event, in its callback.
+    unsafe { set_started(event, c) };
 }
 
 /// `pmu->stop` (`pt_event_stop`): with `PERF_EF_UPDATE`, ends the
@@ -270,8 +291,7 @@ unsafe extern "C" fn stop(event: *mut perf::perf_event, flags: c_int) {
     if c.event() != event {
         return;
     }
-    let update = flags as u32 & perf::PERF_EF_UPDATE;
-    with_info(event, |i| c.pmu().stop(i, update & ef::UPDATE));
+    c.pmu().stop(&no_info(), flags as u32 & ef::UPDATE);
     // SAFETY: the perf core's event.
     unsafe { (*event).hw.state |= perf::PERF_HES_STOPPED as c_int };
 }
@@ -335,7 +355,7 @@ unsafe extern "C" fn snapshot_aux(
         copy: pax.output_copy,
         handle,
     };
-    let r = with_info(event, |i| c.pmu().snapshot_aux(i, &mut sink, size as u64));
+    let r = c.pmu().snapshot_aux(&no_info(), &mut sink, size as u64);
     if let Ok(n @ 1..) = r {
         return n.min(c_long::MAX as u64) as c_long;
     }
