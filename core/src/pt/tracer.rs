@@ -115,16 +115,28 @@ pub struct SoftTracer<'p> {
     /// state (PacketEn, the last IP, the return stack) ends: nothing of it
     /// leaks into the next event's trace.
     fresh: LocalBool,
+    /// The output generation: one more at every driver write of
+    /// `RTIT_CTL` or of the output MSRs (`set_ctl`, `set_output`), from task
+    /// context or from a PMI inside a write. A write window is good only in
+    /// the generation it was opened in: the tables may have changed
+    /// meanwhile (the hardware re-reads them when TraceEn is set), and a
+    /// PMI may have moved the output. This is the only window state the
+    /// driver's side writes; the window itself is the writer's.
+    generation: LocalU64,
     /// The write window: where the output position is in memory, and the
-    /// bytes left from there to the end of its ToPA region (0: no window;
+    /// bytes left from there to the end of its ToPA region, valid while
+    /// `window_gen` is the current `generation` (else, or with no room,
     /// the next write takes the general path, which walks the tables and
     /// opens a new one). A unit shorter than the window goes straight in,
     /// with no table walk and no address translation: it cannot reach the
     /// region's end, so no END link, INT or STOP can be in its way.
-    /// Closed by every write of the output MSRs and of TraceEn (the tables
-    /// may have changed meanwhile, and the hardware re-reads them then).
+    ///
+    /// Only the holder of `writing` reads or writes these three: a PMI that
+    /// interrupts a write only moves `generation` on, so the interrupted
+    /// writer never sees its window shrink under it (see `commit`).
     window: LocalPtr<u8>,
     window_room: LocalU64,
+    window_gen: LocalU64,
     /// ToPA PMIs raised and not yet taken.
     pmi: LocalU32,
     /// The output stopped (a STOP region filled, or a table error) inside
@@ -175,8 +187,10 @@ impl<'p> SoftTracer<'p> {
             status: LocalU64::new(0),
             packet_bytes: LocalU64::new(0),
             fresh: LocalBool::new(false),
+            generation: LocalU64::new(0),
             window: LocalPtr::null(),
             window_room: LocalU64::new(0),
+            window_gen: LocalU64::new(0),
             pmi: LocalU32::new(0),
             halted: LocalBool::new(false),
             events: LocalU64::new(0),
@@ -190,10 +204,10 @@ impl<'p> SoftTracer<'p> {
         }
     }
 
-    /// Sets or clears `RTIT_CTL` bits. Closes the write window: a driver
+    /// Sets or clears `RTIT_CTL` bits. Ends the output generation: a driver
     /// may have changed the tables while TraceEn was clear.
     fn set_ctl(&self, bits: u64, on: bool) {
-        self.close_window();
+        self.next_generation();
         let ctl = self.ctl.load();
         self.ctl.store(if on { ctl | bits } else { ctl & !bits });
     }
@@ -423,31 +437,74 @@ impl<'p> SoftTracer<'p> {
         if !self.tracing() {
             return false;
         }
-        if (bytes.len() as u64) < self.window_room.load() {
+        let (dst, room, mark) = self.window();
+        if (bytes.len() as u64) < room {
             // SAFETY: the window holds more than `bytes.len()` bytes
             // (`open_window`), memory the driver handed to the tracer, which
             // `bytes` (the tracer's unit buffer or a constant) does not
             // overlap.
-            unsafe { copy_to_memory(self.window.load(), bytes) };
-            self.advance(bytes.len());
-            return true;
+            unsafe { copy_to_memory(dst, bytes) };
+            if self.commit(mark, bytes.len()) {
+                return true;
+            }
+            // A PMI moved the output meanwhile: write the unit again where
+            // the output is now.
         }
         let written = self.emit_slow(bytes);
         self.open_window();
         written
     }
 
-    /// `n` bytes were written at the start of the window, fewer than it
-    /// holds: the output position moves past them, the tap sees them, and
-    /// the interrupt hook may run (a PMI after a piece written).
+    /// The write window: where it is, the bytes it holds (0 when it was
+    /// closed, or opened in an earlier output generation) and the mark a
+    /// write into it commits with.
     #[inline]
-    fn advance(&self, n: usize) {
+    fn window(&self) -> (*mut u8, u64, WindowMark) {
+        let mark = WindowMark {
+            generation: self.generation.load(),
+            mask_ptrs: self.mask_ptrs.load(),
+        };
+        let room = if self.window_gen.load() == mark.generation {
+            self.window_room.load()
+        } else {
+            0
+        };
+        (self.window.load(), room, mark)
+    }
+
+    /// `n` bytes were written at the start of the window `mark` names,
+    /// fewer than it holds: the output position moves past them, the tap
+    /// sees them, and the interrupt hook may run (a PMI after a piece
+    /// written). `false`, with nothing done, when a PMI has written the
+    /// output MSRs since the mark was taken: the window is gone, and the
+    /// bytes must be written again where the output is now.
+    ///
+    /// A PMI may arrive anywhere in a write, the hardware's never can:
+    /// this is where the write becomes visible, at once. The output
+    /// position (`MASK_PTRS`) moves by one unlocked `cmpxchg`, which a PMI
+    /// sees entirely done or not at all, and only from the value the write
+    /// started at: a PMI that rewrote it first wins, and this write goes
+    /// round again. The window's own fields are the writer's alone, so a
+    /// PMI landing between the two can never make the window look larger
+    /// than it is: its `generation` step leaves it stale.
+    #[inline]
+    fn commit(&self, mark: WindowMark, n: usize) -> bool {
+        if self.generation.load() != mark.generation {
+            return false;
+        }
+        // The offset (bits 63:32) stays inside the region: no carry.
+        let moved = mark.mask_ptrs + ((n as u64) << 32);
+        if self
+            .mask_ptrs
+            .compare_exchange(mark.mask_ptrs, moved)
+            .is_err()
+        {
+            return false;
+        }
         let dst = self.window.load();
         self.window.store(dst.wrapping_add(n));
-        self.window_room.store(self.window_room.load() - n as u64);
-        // The offset (bits 63:32) stays inside the region: no carry.
-        self.mask_ptrs
-            .store(self.mask_ptrs.load() + ((n as u64) << 32));
+        self.window_room
+            .store(self.window_room.load().saturating_sub(n as u64));
         // SAFETY: the `n` bytes at `dst` were just written by this tracer,
         // which nothing else writes meanwhile (the region is the tracer's);
         // the view ends with this call.
@@ -455,19 +512,25 @@ impl<'p> SoftTracer<'p> {
         if let Some(f) = self.interrupt.get() {
             f();
         }
+        true
     }
 
-    /// Closes the write window (see `window`).
+    /// Ends the output generation (see `generation`): the write window
+    /// closes, and a write in progress commits nothing (see `commit`).
     #[inline]
-    fn close_window(&self) {
-        self.window_room.store(0);
+    fn next_generation(&self) {
+        self.generation
+            .store(self.generation.load().wrapping_add(1));
     }
 
     /// Opens the write window at the output position, if tracing through
     /// ToPA into a region with room left (an END link, a full region and
     /// single-range output take the general path).
     fn open_window(&self) {
-        self.close_window();
+        // The generation first: a PMI from here on leaves the window stale.
+        let generation = self.generation.load();
+        barrier();
+        self.window_room.store(0);
         if !self.tracing() || !self.uses_topa() {
             return;
         }
@@ -479,6 +542,7 @@ impl<'p> SoftTracer<'p> {
         self.window
             .store(self.phys.to_virt(entry.base() + pos.offset));
         self.window_room.store(entry.size() - pos.offset);
+        self.window_gen.store(generation);
     }
 
     /// [`emit`](Self::emit) where the unit may reach the end of the
@@ -627,6 +691,15 @@ impl<'p> SoftTracer<'p> {
     }
 }
 
+/// What a write into the window commits against (see
+/// [`SoftTracer::commit`]): the output generation and position it started
+/// in.
+#[derive(Clone, Copy)]
+struct WindowMark {
+    generation: u64,
+    mask_ptrs: u64,
+}
+
 /// The packets of one trace event, on their way to the output whole or not
 /// at all (see [`SoftTracer::emit`]).
 ///
@@ -636,12 +709,19 @@ impl<'p> SoftTracer<'p> {
 /// unit is whole by construction. Otherwise its bytes are gathered in the
 /// tracer's unit buffer and handed to [`SoftTracer::emit`] at the end,
 /// which writes them all or pads the STOP region instead.
+///
+/// A PMI may interrupt a direct unit half written; it sees the output
+/// position before the unit (as it does a gathered one). When it wrote the
+/// output MSRs, the unit's commit fails and its bytes are gathered and
+/// emitted where the output is after the PMI.
 struct Unit<'t, 'p> {
     tracer: &'t SoftTracer<'p>,
     /// Where the unit's bytes go: the window, or the unit buffer.
     dst: *mut u8,
     /// `dst` is the window.
     direct: bool,
+    /// The window a direct unit writes into (see [`SoftTracer::commit`]).
+    mark: WindowMark,
     /// Bytes written at `dst`, at most `UNIT_CAP`.
     len: usize,
     /// Some of the unit's bytes were not written.
@@ -653,9 +733,10 @@ impl<'t, 'p> Unit<'t, 'p> {
     /// this unit's until it is cleared).
     #[inline]
     fn new(tracer: &'t SoftTracer<'p>) -> Self {
-        let direct = tracer.window_room.load() > UNIT_CAP as u64;
+        let (window, room, mark) = tracer.window();
+        let direct = room > UNIT_CAP as u64;
         let dst = if direct {
-            tracer.window.load()
+            window
         } else {
             tracer.unit.get().cast::<u8>()
         };
@@ -663,6 +744,7 @@ impl<'t, 'p> Unit<'t, 'p> {
             tracer,
             dst,
             direct,
+            mark,
             len: 0,
             dropped: false,
         }
@@ -677,15 +759,25 @@ impl<'t, 'p> Unit<'t, 'p> {
             return;
         }
         if self.direct {
-            self.tracer.advance(self.len);
             self.direct = false;
+            let window = self.dst;
             self.dst = self.tracer.unit.get().cast::<u8>();
-        } else {
-            // SAFETY: the first `len <= UNIT_CAP` bytes of the unit buffer
-            // were written by this unit, which holds it (`new`).
-            let bytes = unsafe { core::slice::from_raw_parts(self.dst.cast_const(), self.len) };
-            self.dropped |= !self.tracer.emit(bytes);
+            if self.tracer.commit(self.mark, self.len) {
+                self.len = 0;
+                return;
+            }
+            // A PMI wrote the output MSRs inside this unit: its bytes go
+            // out again through `emit`, from the unit buffer.
+            // SAFETY: the unit wrote its `len <= UNIT_CAP` bytes at
+            // `window`, the AUX memory, which a PMI does not free; the unit
+            // buffer (this unit's, see `new`) holds `UNIT_CAP` bytes and is
+            // not the output.
+            unsafe { core::ptr::copy_nonoverlapping(window, self.dst, self.len) };
         }
+        // SAFETY: the first `len <= UNIT_CAP` bytes of the unit buffer
+        // were written by this unit, which holds it (`new`).
+        let bytes = unsafe { core::slice::from_raw_parts(self.dst.cast_const(), self.len) };
+        self.dropped |= !self.tracer.emit(bytes);
         self.len = 0;
     }
 
@@ -712,6 +804,11 @@ impl PacketSink for Unit<'_, '_> {
             // a constant, not the output or the unit buffer.
             unsafe { copy_to_memory(self.dst.add(self.len), bytes) };
             self.len += bytes.len();
+            if self.direct {
+                if let Some(f) = self.tracer.interrupt.get() {
+                    f();
+                }
+            }
         } else {
             self.dropped |= !self.tracer.emit(bytes);
         }
@@ -767,7 +864,7 @@ impl TraceHw for SoftTracer<'_> {
     }
 
     fn set_output(&self, base: u64, mask_ptrs: u64) {
-        self.close_window();
+        self.next_generation();
         self.base.store(base);
         self.mask_ptrs.store(mask_ptrs);
     }
