@@ -18,9 +18,14 @@
 //!   sample (IP|TID|TIME|CPU|PERIOD + AUX) with 4, 16 and 64 KiB snapshots
 //!   through the test PMU's `snapshot_aux`, against a memcpy of the AUX bytes.
 //!
-//! - `pt/tracer/4096-events`: the software PT tracer's packet throughput
-//!   through ToPA; `pt/snapshot-<size>/{perfaux,memcpy}`: `snapshot_aux` of
-//!   4, 16 and 64 KiB against a memcpy of the same bytes.
+//! - `pt/tracer/4096-{events,branches}`: the software PT tracer's packet
+//!   throughput through ToPA, one `trace` call per event, for a program's
+//!   mix of events and for conditional branches only;
+//!   `pt/tracer/4096-{events,indirect}-batch`: the mix, and indirect
+//!   branches only (a TIP each: the encoder and write path at their
+//!   busiest), handed over in one `trace_all`.
+//! - `pt/snapshot-<size>/{perfaux,memcpy}`: `snapshot_aux` of 4, 16 and
+//!   64 KiB against a memcpy of the same bytes.
 //!
 //! `scripts/bench-report` turns criterion's estimates into the ratio table of
 //! BENCHMARKS.md.
@@ -667,6 +672,27 @@ fn pt_path(c: &mut Criterion) {
                 tracer.trace(black_box(e));
             }
         })
+    });
+    // The same events handed over at once (`trace_all`), as a tracer fed
+    // from a recorded or simulated instruction stream takes them.
+    // (The same packets as one by one, but for where a PSB+ falls; the
+    // tracer's tests check the bytes.)
+    let before = tracer.written();
+    tracer.trace_all(&events);
+    group.throughput(Throughput::Bytes(tracer.written() - before));
+    group.bench_function("tracer/4096-events-batch", |b| {
+        b.iter(|| tracer.trace_all(black_box(&events)))
+    });
+    let indirect: Vec<TraceEvent> = (0..4096)
+        .map(|_| TraceEvent::Indirect {
+            target: 0x40_0000 + (next() % 0x10000) * 16,
+        })
+        .collect();
+    let before = tracer.written();
+    tracer.trace_all(&indirect);
+    group.throughput(Throughput::Bytes(tracer.written() - before));
+    group.bench_function("tracer/4096-indirect-batch", |b| {
+        b.iter(|| tracer.trace_all(black_box(&indirect)))
     });
 
     for size in [4096u64, 16384, 65536] {

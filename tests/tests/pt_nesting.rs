@@ -16,9 +16,10 @@ use perfaux_tests::group::open;
 use perfaux_tests::mem::{AuxMemory, RingMemory};
 use perfaux_tests::shims::{CountingPmu, Cpu0, decodes, interrupt, with_interrupt, with_pt};
 
-/// Runs a program of `events`; a PMI (a 2048-byte AUX sample) arrives after
-/// the `k`-th piece the tracer writes. Returns the number of pieces.
-fn run(events: &[TraceEvent], k: usize) -> usize {
+/// Runs a program of `events`, one `trace` call each or (`batch`) all in
+/// one `trace_all`; a PMI (a 2048-byte AUX sample) arrives after the `k`-th
+/// piece the tracer writes. Returns the number of pieces.
+fn run(events: &[TraceEvent], k: usize, batch: bool) -> usize {
     let mem = RingMemory::new(16, 0);
     let aux = AuxMemory::new(4, 0); // four 4 KiB regions: writes cross them
     with_pt(&mem, &aux, true, 512, FixedEvent::default(), |p| {
@@ -67,8 +68,12 @@ fn run(events: &[TraceEvent], k: usize) -> usize {
         tracer.set_interrupt(Some(&interrupt));
         with_interrupt(&pmi, || {
             tracer.trace(TraceEvent::Enable(0x40_0000));
-            for &e in events {
-                tracer.trace(e);
+            if batch {
+                tracer.trace_all(events);
+            } else {
+                for &e in events {
+                    tracer.trace(e);
+                }
             }
         });
         tracer.set_interrupt(None);
@@ -80,8 +85,8 @@ fn run(events: &[TraceEvent], k: usize) -> usize {
     })
 }
 
-#[test]
-fn a_pmi_after_every_piece_of_the_tracer_writes() {
+/// A program of branches, indirect branches and timestamps.
+fn program() -> Vec<TraceEvent> {
     let mut events = Vec::new();
     for i in 0..600u64 {
         events.push(TraceEvent::Conditional {
@@ -97,9 +102,27 @@ fn a_pmi_after_every_piece_of_the_tracer_writes() {
             events.push(TraceEvent::Time(i * 1000));
         }
     }
-    let pieces = run(&events, usize::MAX);
+    events
+}
+
+#[test]
+fn a_pmi_after_every_piece_of_the_tracer_writes() {
+    let events = program();
+    let pieces = run(&events, usize::MAX, false);
     assert!(pieces > 100, "{pieces} pieces");
     for k in 1..=pieces {
-        run(&events, k);
+        run(&events, k, false);
+    }
+}
+
+/// The same program in one `trace_all`: the PMIs land between the events
+/// of one write and inside them.
+#[test]
+fn a_pmi_after_every_piece_of_a_batch() {
+    let events = program();
+    let pieces = run(&events, usize::MAX, true);
+    assert_eq!(pieces, run(&events, usize::MAX, false), "the same pieces");
+    for k in 1..=pieces {
+        run(&events, k, true);
     }
 }

@@ -289,21 +289,54 @@ impl PacketStream {
     /// when it would emit a packet (feed it then).
     #[inline(always)]
     pub fn try_tnt(&mut self, taken: bool, next: u64) -> bool {
-        if self.since_psb >= self.psb_period
-            || !(self.enabled && self.config.branches)
-            || self.tnt_count + 1 >= LONG_TNT_MAX
-        {
-            return false;
+        let branch = TraceEvent::Conditional { taken, next };
+        self.gather_tnt(core::slice::from_ref(&branch), || true) == 1
+    }
+
+    /// [`try_tnt`](Self::try_tnt) for the conditional branches at the start
+    /// of `events`, while `go_on` says so (it is asked before each: a
+    /// tracer's PMI may have stopped it between two events). Returns how
+    /// many were gathered; feed the next event (if any) then.
+    ///
+    /// The TNT buffer stays in registers for the run: the bits of a loop's
+    /// worth of branches cost a shift and an or each.
+    #[inline(always)]
+    pub fn gather_tnt(&mut self, events: &[TraceEvent], mut go_on: impl FnMut() -> bool) -> usize {
+        if self.since_psb >= self.psb_period || !(self.enabled && self.config.branches) {
+            return 0;
         }
-        self.last_bit = self.events;
-        self.events += 1;
-        self.tnt_bits = (self.tnt_bits << 1) | u64::from(taken);
-        self.tnt_count += 1;
-        self.current_ip = next;
-        true
+        let (mut bits, mut count, mut ip) = (self.tnt_bits, self.tnt_count, self.current_ip);
+        let mut n = 0;
+        for &event in events {
+            let TraceEvent::Conditional { taken, next } = event else {
+                break;
+            };
+            // One bit short of a full long TNT: the bit that fills it is
+            // fed, which emits the packet.
+            if count + 1 >= LONG_TNT_MAX || !go_on() {
+                break;
+            }
+            bits = (bits << 1) | u64::from(taken);
+            count += 1;
+            ip = next;
+            n += 1;
+        }
+        if n > 0 {
+            self.tnt_bits = bits;
+            self.tnt_count = count;
+            self.current_ip = ip;
+            self.events += n as u64;
+            self.last_bit = self.events - 1;
+        }
+        n
     }
 
     /// Emits the packets for `event` into `sink`.
+    ///
+    /// The events of a program's every few instructions (branches, calls,
+    /// returns, timestamps) are handled here, inline in the caller's loop;
+    /// the rest (asynchronous events, mode and tracing changes) out of line.
+    #[inline(always)]
     pub fn feed<S: PacketSink + ?Sized>(&mut self, event: TraceEvent, sink: &mut S) {
         self.events += 1;
         if self.since_psb >= self.psb_period {
@@ -348,6 +381,27 @@ impl PacketStream {
                 }
                 self.current_ip = target;
             }
+            TraceEvent::Time(t) => {
+                self.set_clock(t);
+                if self.config.tsc {
+                    self.flush_tnt(sink);
+                    self.put(&tsc(self.clock), sink);
+                }
+            }
+            _ => self.feed_rare(event, branches, sink),
+        }
+    }
+
+    /// [`feed`](Self::feed) of the events that are not a program's every
+    /// few instructions.
+    #[inline(never)]
+    fn feed_rare<S: PacketSink + ?Sized>(
+        &mut self,
+        event: TraceEvent,
+        branches: bool,
+        sink: &mut S,
+    ) {
+        match event {
             TraceEvent::Async { from, to } => {
                 if branches {
                     self.tip(IpPacket::Fup, Some(from), sink);
@@ -379,13 +433,6 @@ impl PacketStream {
                 self.mode = mode;
                 self.put(&mode_exec(mode), sink);
             }
-            TraceEvent::Time(t) => {
-                self.set_clock(t);
-                if self.config.tsc {
-                    self.flush_tnt(sink);
-                    self.put(&tsc(self.clock), sink);
-                }
-            }
             TraceEvent::Frequency(r) => {
                 self.flush_tnt(sink);
                 self.ratio = r;
@@ -404,12 +451,27 @@ impl PacketStream {
                 self.returns.clear();
                 self.put(&OVF, sink);
             }
+            // `feed`'s own.
+            TraceEvent::Conditional { .. }
+            | TraceEvent::Jump { .. }
+            | TraceEvent::Call { .. }
+            | TraceEvent::Return { .. }
+            | TraceEvent::Indirect { .. }
+            | TraceEvent::Time(_) => self.feed(event, sink),
         }
     }
 
     /// Emits the branch outcomes gathered so far (before a stop, say).
-    #[inline]
+    #[inline(always)]
     pub fn flush_tnt<S: PacketSink + ?Sized>(&mut self, sink: &mut S) {
+        if self.tnt_count > 0 {
+            self.put_tnt(sink);
+        }
+    }
+
+    /// [`flush_tnt`](Self::flush_tnt) with bits gathered.
+    #[inline(never)]
+    fn put_tnt<S: PacketSink + ?Sized>(&mut self, sink: &mut S) {
         match self.tnt_count {
             0 => {}
             n if n <= SHORT_TNT_MAX => self.put(&[short_tnt(self.tnt_bits as u8, n)], sink),
@@ -429,6 +491,7 @@ impl PacketStream {
         self.returns.clear();
     }
 
+    #[inline(always)]
     fn tnt<S: PacketSink + ?Sized>(&mut self, taken: bool, sink: &mut S) {
         // This event's (`feed` counted it already).
         self.last_bit = self.events - 1;
@@ -470,13 +533,14 @@ impl PacketStream {
 
     /// An IP packet of the current event, after the branch bits gathered
     /// before it: a decoder walks up to it.
+    #[inline(always)]
     fn tip<S: PacketSink + ?Sized>(&mut self, kind: IpPacket, ip: Option<u64>, sink: &mut S) {
         self.flush_tnt(sink);
         self.ip_packet(kind, ip, sink);
         self.covered = self.events;
     }
 
-    #[inline]
+    #[inline(always)]
     fn ip_packet<S: PacketSink + ?Sized>(&mut self, kind: IpPacket, ip: Option<u64>, sink: &mut S) {
         let (packet, n) = self.ip.encode_packed(kind, ip);
         self.put(packet.get(..n).unwrap_or(&packet), sink);

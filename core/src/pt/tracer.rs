@@ -241,7 +241,30 @@ impl<'p> SoftTracer<'p> {
                 return;
             }
         }
-        self.trace_event(event);
+        self.trace_all(core::slice::from_ref(&event));
+    }
+
+    /// Traces `events` in order, as [`trace`](Self::trace) traces each: the
+    /// packets of every event reach the output whole before the next event
+    /// is looked at, so a PMI between two events sees the same output
+    /// position, status and trace as it would between two `trace` calls.
+    /// What is shared is the work around the events: the packet generator
+    /// is taken once for the run (not once an event), and the driver's
+    /// MSR state is read again only when a PMI has written it (a new output
+    /// generation).
+    ///
+    /// This is how a tracer fed from a recorded or simulated instruction
+    /// stream goes fastest.
+    pub fn trace_all(&self, events: &[TraceEvent]) {
+        let mut rest = events;
+        while let Some((&event, after)) = rest.split_first() {
+            if !self.tracing() || self.writing.load() {
+                self.untraced(event);
+                rest = after;
+            } else {
+                rest = self.trace_run(rest);
+            }
+        }
     }
 
     /// A conditional branch that only adds a TNT bit to the packet
@@ -266,58 +289,105 @@ impl<'p> SoftTracer<'p> {
         done
     }
 
-    /// [`trace`](Self::trace) in general.
-    #[inline(never)]
-    fn trace_event(&self, event: TraceEvent) {
+    /// An event while tracing is off, or inside a packet write: only the
+    /// clock moves, and the event counts as lost if the output stopped.
+    #[cold]
+    fn untraced(&self, event: TraceEvent) {
         if let TraceEvent::Time(tsc) = event {
             self.clock.store(tsc);
         }
-        if !self.tracing() {
-            if self.output_stopped.load() {
-                self.lost_events.store(self.lost_events.load() + 1);
-            }
-            return;
+        // An event inside a packet write cannot happen on hardware (only a
+        // PMI can interrupt it, and a PMI traces nothing): it is dropped.
+        if !self.tracing() && self.output_stopped.load() {
+            self.lost_events.store(self.lost_events.load() + 1);
         }
-        if self.writing.load() {
-            // An event inside a packet write cannot happen on hardware
-            // (only a PMI can interrupt it, and a PMI traces nothing).
-            return;
-        }
+    }
+
+    /// Traces events from the start of `events`, tracing on and no write in
+    /// progress, for as long as tracing stays on; returns those left.
+    #[inline(never)]
+    fn trace_run<'e>(&self, events: &'e [TraceEvent]) -> &'e [TraceEvent] {
         self.writing.store(true);
         barrier();
         // SAFETY: `writing` was clear and is now set: no other reference to
         // the stream exists or is made until it is cleared (the invariant).
-        let stream = unsafe { &mut *self.stream.get() };
-        if self.fresh.load() {
-            self.fresh.store(false);
-            *stream = None;
-        }
-        let stream = match stream {
-            Some(s) => s,
-            None => self.new_stream(stream),
-        };
+        let slot = unsafe { &mut *self.stream.get() };
+        let mut stream = self.writable_stream(slot);
+        // The clock only moves by a Time event or a `set_clock`, which is a
+        // new generation: the stream takes it here and after every one.
         stream.set_clock(self.clock.load());
-        let index = self.events.load();
-        let pending = stream.unwritten_events();
-        let mut unit = Unit::new(self);
-        stream.feed(event, &mut unit);
-        let delivered = unit.finish();
-        self.events.store(index + 1);
-        if self.halted.load() {
-            // The output stopped in this event's packets. Lost: the events
-            // whose outcomes were in the dropped packets (those pending
-            // before, and this one), or, when the packets fit, those still
-            // pending in the generator; the stream starts over.
-            let first = if delivered {
-                (index + 1).saturating_sub(stream.unwritten_events())
-            } else {
-                index.saturating_sub(pending)
-            };
-            self.resync(stream, first..index + 1);
+        let mut generation = self.generation.load();
+        let mut index = self.events.load();
+        let mut out = Output::new(self);
+        let mut rest = events;
+        while let Some((&event, after)) = rest.split_first() {
+            // A PMI between two events may have stopped tracing or asked
+            // for a new stream (`PacketByteCnt` 0); each such write is a
+            // new output generation.
+            let now = self.generation.load();
+            if now != generation {
+                generation = now;
+                if !self.tracing() {
+                    break;
+                }
+                stream = self.writable_stream(slot);
+                stream.set_clock(self.clock.load());
+                out.reload();
+            }
+            // A loop's worth of conditional branches, a bit each, checking
+            // for a PMI's write between them as above.
+            if let TraceEvent::Conditional { .. } = event {
+                let gathered = stream.gather_tnt(rest, || self.generation.load() == generation);
+                if gathered > 0 {
+                    index += gathered as u64;
+                    rest = rest.get(gathered..).unwrap_or_default();
+                    continue;
+                }
+            }
+            rest = after;
+            if let TraceEvent::Time(tsc) = event {
+                // The stream's clock moves in `feed`; this is the tracer's.
+                self.clock.store(tsc);
+            }
+            let pending = stream.unwritten_events();
+            stream.feed(event, &mut out);
+            let delivered = out.end_event();
+            if self.halted.load() {
+                // The output stopped in this event's packets. Lost: the
+                // events whose outcomes were in the dropped packets (those
+                // pending before, and this one), or, when the packets fit,
+                // those still pending in the generator; the stream starts
+                // over.
+                let first = if delivered {
+                    (index + 1).saturating_sub(stream.unwritten_events())
+                } else {
+                    index.saturating_sub(pending)
+                };
+                self.resync(stream, first..index + 1);
+            }
+            index += 1;
+            self.packet_bytes.store(stream.packet_bytes().min(0x1_ffff));
         }
+        out.close();
+        self.events.store(index);
         self.packet_bytes.store(stream.packet_bytes().min(0x1_ffff));
         barrier();
         self.writing.store(false);
+        rest
+    }
+
+    /// The packet generator to write with, from `slot`: a new one when the
+    /// driver asked for a new stream (`fresh`) or there is none yet.
+    #[inline]
+    fn writable_stream<'s>(&self, slot: &'s mut Option<PacketStream>) -> &'s mut PacketStream {
+        if self.fresh.load() {
+            self.fresh.store(false);
+            *slot = None;
+        }
+        match slot {
+            Some(s) => s,
+            None => self.new_stream(slot),
+        }
     }
 
     /// The packet generator of a new stream, in `slot`, for the
@@ -375,6 +445,9 @@ impl<'p> SoftTracer<'p> {
     /// carry it).
     pub fn set_clock(&self, tsc: u64) {
         self.clock.store(tsc);
+        // A write in progress (this is a PMI's call) takes the new clock
+        // before its next event.
+        self.next_generation();
     }
 
     /// The configuration `RTIT_CTL` holds.
@@ -444,7 +517,9 @@ impl<'p> SoftTracer<'p> {
             // `bytes` (the tracer's unit buffer or a constant) does not
             // overlap.
             unsafe { copy_to_memory(dst, bytes) };
-            if self.commit(mark, bytes.len()) {
+            if self.commit(mark, dst, bytes.len()) {
+                self.window.store(dst.wrapping_add(bytes.len()));
+                self.window_room.store(room - bytes.len() as u64);
                 return true;
             }
             // A PMI moved the output meanwhile: write the unit again where
@@ -472,12 +547,13 @@ impl<'p> SoftTracer<'p> {
         (self.window.load(), room, mark)
     }
 
-    /// `n` bytes were written at the start of the window `mark` names,
-    /// fewer than it holds: the output position moves past them, the tap
-    /// sees them, and the interrupt hook may run (a PMI after a piece
-    /// written). `false`, with nothing done, when a PMI has written the
-    /// output MSRs since the mark was taken: the window is gone, and the
-    /// bytes must be written again where the output is now.
+    /// The `n` bytes at `at`, the start of the window `mark` names, were
+    /// written, fewer than it holds: the output position moves past them,
+    /// the tap sees them, and the interrupt hook may run (a PMI after a
+    /// piece written); the caller moves the window on. `false`, with
+    /// nothing done, when a PMI has written the output MSRs since the mark
+    /// was taken: the window is gone, and the bytes must be written again
+    /// where the output is now.
     ///
     /// A PMI may arrive anywhere in a write, the hardware's never can:
     /// this is where the write becomes visible, at once. The output
@@ -488,7 +564,7 @@ impl<'p> SoftTracer<'p> {
     /// PMI landing between the two can never make the window look larger
     /// than it is: its `generation` step leaves it stale.
     #[inline]
-    fn commit(&self, mark: WindowMark, n: usize) -> bool {
+    fn commit(&self, mark: WindowMark, at: *mut u8, n: usize) -> bool {
         if self.generation.load() != mark.generation {
             return false;
         }
@@ -501,14 +577,10 @@ impl<'p> SoftTracer<'p> {
         {
             return false;
         }
-        let dst = self.window.load();
-        self.window.store(dst.wrapping_add(n));
-        self.window_room
-            .store(self.window_room.load().saturating_sub(n as u64));
-        // SAFETY: the `n` bytes at `dst` were just written by this tracer,
+        // SAFETY: the `n` bytes at `at` were just written by this tracer,
         // which nothing else writes meanwhile (the region is the tracer's);
         // the view ends with this call.
-        self.written_piece(unsafe { core::slice::from_raw_parts(dst.cast_const(), n) });
+        self.written_piece(unsafe { core::slice::from_raw_parts(at.cast_const(), n) });
         if let Some(f) = self.interrupt.get() {
             f();
         }
@@ -700,109 +772,165 @@ struct WindowMark {
     mask_ptrs: u64,
 }
 
-/// The packets of one trace event, on their way to the output whole or not
-/// at all (see [`SoftTracer::emit`]).
+/// Where a write puts its packets: the output of one write of the tracer
+/// (one holding of `writing`), trace event by trace event, the packets of
+/// each reaching the output whole or not at all (see [`SoftTracer::emit`]).
 ///
-/// Where the write window holds more than a unit can take, the unit is
-/// written straight into it (*direct*): every byte lands strictly inside
-/// the current region, where no END link, INT or STOP can be met, so the
-/// unit is whole by construction. Otherwise its bytes are gathered in the
-/// tracer's unit buffer and handed to [`SoftTracer::emit`] at the end,
-/// which writes them all or pads the STOP region instead.
+/// Where the write window holds more than an event's packets can take, they
+/// are written straight into it (*direct*): every byte lands strictly
+/// inside the current region, where no END link, INT or STOP can be met, so
+/// the event's packets are whole by construction, and the output position
+/// moves past them at the event's end (see [`SoftTracer::commit`]).
+/// Otherwise they are gathered in the tracer's unit buffer and handed to
+/// [`SoftTracer::emit`] at the end, which writes them all or pads the STOP
+/// region instead.
 ///
-/// A PMI may interrupt a direct unit half written; it sees the output
-/// position before the unit (as it does a gathered one). When it wrote the
-/// output MSRs, the unit's commit fails and its bytes are gathered and
-/// emitted where the output is after the PMI.
-struct Unit<'t, 'p> {
+/// The window is held here for the write, and stored back into the tracer
+/// at its end and around every `emit` (which moves it).
+///
+/// A PMI may interrupt an event's direct write half done; it sees the
+/// output position before the event (as it does a gathered one). When it
+/// wrote the output MSRs, the event's commit fails and its bytes are
+/// gathered and emitted where the output is after the PMI.
+struct Output<'t, 'p> {
     tracer: &'t SoftTracer<'p>,
-    /// Where the unit's bytes go: the window, or the unit buffer.
-    dst: *mut u8,
-    /// `dst` is the window.
-    direct: bool,
-    /// The window a direct unit writes into (see [`SoftTracer::commit`]).
+    /// The write window: its free space starts here, ...
+    window: *mut u8,
+    /// ... and holds this many bytes (0: none), ...
+    room: u64,
+    /// ... for writes committed against this mark.
     mark: WindowMark,
-    /// Bytes written at `dst`, at most `UNIT_CAP`.
+    /// The current event's bytes are going to the window (else to the unit
+    /// buffer).
+    direct: bool,
+    /// Bytes of the current event written and not handed out, at most
+    /// `UNIT_CAP`.
     len: usize,
-    /// Some of the unit's bytes were not written.
+    /// Some of the current event's bytes were not written.
     dropped: bool,
 }
 
-impl<'t, 'p> Unit<'t, 'p> {
-    /// A unit of `tracer`, which must hold `writing` (its unit buffer is
-    /// this unit's until it is cleared).
+impl<'t, 'p> Output<'t, 'p> {
+    /// The output of a write of `tracer`, which must hold `writing` (its
+    /// unit buffer is this output's until it is cleared).
     #[inline]
     fn new(tracer: &'t SoftTracer<'p>) -> Self {
         let (window, room, mark) = tracer.window();
-        let direct = room > UNIT_CAP as u64;
-        let dst = if direct {
-            window
-        } else {
-            tracer.unit.get().cast::<u8>()
-        };
-        Unit {
+        Output {
             tracer,
-            dst,
-            direct,
+            window,
+            room,
             mark,
+            direct: room > UNIT_CAP as u64,
             len: 0,
             dropped: false,
         }
     }
 
-    /// Hands the bytes written to the output: moves the output position
-    /// past them (direct), or emits them (gathered). A unit that goes on
-    /// after a flush gathers, as the window may have moved.
+    /// Takes the tracer's window again (after a PMI's write, or an `emit`);
+    /// what is still to come of the current event goes direct only if it
+    /// did and the window has room.
     #[inline]
+    fn reload(&mut self) {
+        let (window, room, mark) = self.tracer.window();
+        self.window = window;
+        self.room = room;
+        self.mark = mark;
+        self.direct &= room > UNIT_CAP as u64;
+    }
+
+    /// Stores the window back into the tracer (before an `emit`, and at the
+    /// write's end).
+    #[inline]
+    fn store(&self) {
+        self.tracer.window.store(self.window);
+        self.tracer.window_room.store(self.room);
+        self.tracer.window_gen.store(self.mark.generation);
+    }
+
+    /// Where the current event's next byte goes.
+    #[inline(always)]
+    fn dst(&self) -> *mut u8 {
+        let base = if self.direct {
+            self.window
+        } else {
+            self.tracer.unit.get().cast::<u8>()
+        };
+        base.wrapping_add(self.len)
+    }
+
+    /// Hands the bytes of the current event written so far to the output:
+    /// moves the output position past them (direct), or emits them
+    /// (gathered). An event that goes on after a flush gathers, as the
+    /// window may have moved.
+    #[inline(always)]
     fn flush(&mut self) {
         if self.len == 0 {
             return;
         }
+        let unit = self.tracer.unit.get().cast::<u8>();
         if self.direct {
             self.direct = false;
-            let window = self.dst;
-            self.dst = self.tracer.unit.get().cast::<u8>();
-            if self.tracer.commit(self.mark, self.len) {
+            if self.tracer.commit(self.mark, self.window, self.len) {
+                self.window = self.window.wrapping_add(self.len);
+                self.room -= self.len as u64;
+                self.mark.mask_ptrs += (self.len as u64) << 32;
                 self.len = 0;
                 return;
             }
-            // A PMI wrote the output MSRs inside this unit: its bytes go
+            // A PMI wrote the output MSRs inside this event: its bytes go
             // out again through `emit`, from the unit buffer.
-            // SAFETY: the unit wrote its `len <= UNIT_CAP` bytes at
+            // SAFETY: the event wrote its `len <= UNIT_CAP` bytes at
             // `window`, the AUX memory, which a PMI does not free; the unit
-            // buffer (this unit's, see `new`) holds `UNIT_CAP` bytes and is
-            // not the output.
-            unsafe { core::ptr::copy_nonoverlapping(window, self.dst, self.len) };
+            // buffer (this output's, see `new`) holds `UNIT_CAP` bytes and
+            // is not the output.
+            unsafe { core::ptr::copy_nonoverlapping(self.window, unit, self.len) };
         }
-        // SAFETY: the first `len <= UNIT_CAP` bytes of the unit buffer
-        // were written by this unit, which holds it (`new`).
-        let bytes = unsafe { core::slice::from_raw_parts(self.dst.cast_const(), self.len) };
+        self.emit_gathered();
+    }
+
+    /// [`flush`](Self::flush) of the bytes gathered in the unit buffer.
+    #[inline(never)]
+    fn emit_gathered(&mut self) {
+        let unit = self.tracer.unit.get().cast::<u8>();
+        // SAFETY: the first `len <= UNIT_CAP` bytes of the unit buffer were
+        // written by this output, which holds it (`new`).
+        let bytes = unsafe { core::slice::from_raw_parts(unit.cast_const(), self.len) };
+        self.store();
         self.dropped |= !self.tracer.emit(bytes);
+        self.reload();
         self.len = 0;
     }
 
-    /// Writes what is left; returns whether every byte was written.
+    /// Ends the current trace event: writes what is left of its packets;
+    /// returns whether every byte was written. The next event goes direct
+    /// if the window has room for it.
     #[inline]
-    fn finish(mut self) -> bool {
+    fn end_event(&mut self) -> bool {
         self.flush();
-        !self.dropped
+        let delivered = !self.dropped;
+        self.dropped = false;
+        self.direct = self.room > UNIT_CAP as u64;
+        delivered
+    }
+
+    /// Ends the write: the window goes back to the tracer.
+    #[inline]
+    fn close(self) {
+        self.store();
     }
 }
 
-impl PacketSink for Unit<'_, '_> {
+impl PacketSink for Output<'_, '_> {
     #[inline(always)]
     fn write(&mut self, bytes: &[u8]) {
-        if bytes.len() > UNIT_CAP - self.len {
-            // More than one event makes (UNIT_CAP bounds it): the unit is
-            // split, still in order.
-            self.flush();
-        }
         if bytes.len() <= UNIT_CAP - self.len {
-            // SAFETY: `dst` has room for `UNIT_CAP` bytes (the unit buffer,
-            // or a window of more than that, see `new`), and `len +
-            // bytes.len() <= UNIT_CAP`; `bytes` is a packet on the stack or
-            // a constant, not the output or the unit buffer.
-            unsafe { copy_to_memory(self.dst.add(self.len), bytes) };
+            // SAFETY: the event's bytes start at the unit buffer or at the
+            // window, which hold `UNIT_CAP` bytes and more than that (see
+            // `end_event`), and `len + bytes.len() <= UNIT_CAP`; `bytes` is
+            // a packet on the stack or a constant, not the output or the
+            // unit buffer.
+            unsafe { copy_to_memory(self.dst(), bytes) };
             self.len += bytes.len();
             if self.direct {
                 if let Some(f) = self.tracer.interrupt.get() {
@@ -810,7 +938,26 @@ impl PacketSink for Unit<'_, '_> {
                 }
             }
         } else {
+            self.write_split(bytes);
+        }
+    }
+}
+
+impl Output<'_, '_> {
+    /// [`write`](PacketSink::write) of more than is left of `UNIT_CAP`:
+    /// more than one event makes (UNIT_CAP bounds it), so the event's
+    /// packets are split, still in order.
+    #[cold]
+    fn write_split(&mut self, bytes: &[u8]) {
+        self.flush();
+        if bytes.len() <= UNIT_CAP {
+            // SAFETY: as in `write`, with `len` 0 after the flush.
+            unsafe { copy_to_memory(self.dst(), bytes) };
+            self.len = bytes.len();
+        } else {
+            self.store();
             self.dropped |= !self.tracer.emit(bytes);
+            self.reload();
         }
     }
 }
@@ -834,9 +981,10 @@ impl TraceHw for SoftTracer<'_> {
             // SAFETY: `writing` was clear and is now set, as in `trace`.
             if let Some(stream) = unsafe { (*self.stream.get()).as_mut() } {
                 let pending = stream.unwritten_events();
-                let mut unit = Unit::new(self);
-                stream.stop(&mut unit);
-                let delivered = unit.finish();
+                let mut out = Output::new(self);
+                stream.stop(&mut out);
+                let delivered = out.end_event();
+                out.close();
                 if self.halted.load() {
                     // The flush met a STOP: lost are the events it held if
                     // it did not fit, else those no packet covers yet.
@@ -877,6 +1025,7 @@ impl TraceHw for SoftTracer<'_> {
         if config != self.config() {
             // A new configuration: the next packet starts a new stream
             // (PSB+ first). Drivers configure with tracing off.
+            self.next_generation();
             let ctl = self.ctl.load();
             self.ctl.store(ctl & !rtit_ctl::CONFIG | config.rtit_ctl());
             if !self.tracing() && !self.writing.load() {
@@ -899,6 +1048,7 @@ impl TraceHw for SoftTracer<'_> {
             // hardware sends a PSB when it is 0 (see `fresh`).
             self.packet_bytes.store(0);
             self.fresh.store(true);
+            self.next_generation();
         }
     }
 }

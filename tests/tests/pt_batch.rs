@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! `SoftTracer::trace_all` against `SoftTracer::trace` one event at a time:
+//! for any program of trace events, cut into runs anywhere, the two write
+//! the same bytes to the same places of the AUX memory, stop at the same
+//! STOP region, report the same lost events, PMIs and status, and leave the
+//! output at the same position. Programs cross region ends, END links, a
+//! STOP region and PSB periods, and hold every kind of event.
+
+use proptest::prelude::*;
+
+use perfaux::pt::packet::ExecMode;
+use perfaux::pt::stream::TraceEvent;
+use perfaux::pt::topa::{IdentityMap, Topa, TopaPosition, TopaTable};
+use perfaux::pt::tracer::{SoftTracer, TraceHw};
+use perfaux_tests::mem::AuxMemory;
+
+/// What a run of the tracer leaves: the AUX bytes, the output position,
+/// the status, and the tracer's counts.
+#[derive(PartialEq, Eq)]
+struct Outcome {
+    aux: Vec<u8>,
+    position: (u64, u64),
+    status: u64,
+    enabled: bool,
+    next_event: u64,
+    lost_events: u64,
+    loss: Option<std::ops::Range<u64>>,
+    pmis: u32,
+    written: u64,
+}
+
+impl std::fmt::Debug for Outcome {
+    /// The counts, and the AUX bytes as their length and a checksum (a
+    /// difference shows in `first_difference`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sum = self
+            .aux
+            .iter()
+            .fold(0u64, |h, &b| h.wrapping_mul(31).wrapping_add(b.into()));
+        f.debug_struct("Outcome")
+            .field(
+                "aux",
+                &format_args!("{} bytes, sum {sum:#x}", self.aux.len()),
+            )
+            .field("position", &self.position)
+            .field("status", &format_args!("{:#x}", self.status))
+            .field("enabled", &self.enabled)
+            .field("next_event", &self.next_event)
+            .field("lost_events", &self.lost_events)
+            .field("loss", &self.loss)
+            .field("pmis", &self.pmis)
+            .field("written", &self.written)
+            .finish()
+    }
+}
+
+/// Where two outcomes' AUX bytes first differ, with the bytes around it.
+fn first_difference(a: &Outcome, b: &Outcome) -> String {
+    match a.aux.iter().zip(&b.aux).position(|(x, y)| x != y) {
+        None => "the same AUX bytes".into(),
+        Some(i) => {
+            let around = i.saturating_sub(8)..(i + 8).min(a.aux.len());
+            format!(
+                "AUX bytes differ from {i}: {:?} against {:?}",
+                &a.aux[around.clone()],
+                &b.aux[around]
+            )
+        }
+    }
+}
+
+/// Traces `program` through ToPA over four scattered 4 KiB regions (the
+/// third INT + STOP when `stop`, so the output stops there), with a PSB+
+/// every 256 bytes: one event at a time when `runs` is empty, else in runs
+/// of the given lengths (cycled).
+fn run(program: &[TraceEvent], stop: bool, runs: &[usize]) -> Outcome {
+    let aux = AuxMemory::scattered(4);
+    let mut tables = vec![TopaTable::new(); 1];
+    let mut topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).unwrap();
+    if stop {
+        topa.mark(0, 2, true, true);
+    }
+    let tracer = SoftTracer::new(&IdentityMap, 256);
+    tracer.set_topa(true);
+    let base = std::ptr::from_ref(&topa.tables()[0]) as u64;
+    tracer.set_output(base, TopaPosition::default().mask_ptrs());
+    tracer.enable();
+    if runs.is_empty() {
+        for &e in program {
+            tracer.trace(e);
+        }
+    } else {
+        let mut rest = program;
+        for &n in runs.iter().cycle() {
+            if rest.is_empty() {
+                break;
+            }
+            let (now, later) = rest.split_at(n.min(rest.len()));
+            tracer.trace_all(now);
+            rest = later;
+        }
+    }
+    Outcome {
+        aux: (0..aux.size()).map(|i| aux.byte(i)).collect(),
+        // The table's address differs between runs: where in it.
+        position: (tracer.output().0 - base, tracer.output().1),
+        status: tracer.status(),
+        enabled: tracer.enabled(),
+        next_event: tracer.next_event(),
+        lost_events: tracer.lost_events(),
+        loss: tracer.take_loss(),
+        pmis: tracer.take_pmi(),
+        written: tracer.written(),
+    }
+}
+
+/// Any trace event, mostly those of straight-line code (branches, calls,
+/// returns), with addresses near each other and far apart.
+fn event() -> impl Strategy<Value = TraceEvent> {
+    let ip = prop_oneof![
+        3 => 0x40_0000u64..0x40_1000,
+        1 => 0x40_0000u64..0x4000_0000,
+        1 => any::<u64>().prop_map(|ip| ip | 0xffff_8000_0000_0000),
+    ];
+    let mode = prop_oneof![
+        Just(ExecMode::Bits16),
+        Just(ExecMode::Bits32),
+        Just(ExecMode::Bits64),
+    ];
+    prop_oneof![
+        24 => (any::<bool>(), ip.clone()).prop_map(|(taken, next)| TraceEvent::Conditional { taken, next }),
+        2 => ip.clone().prop_map(|target| TraceEvent::Jump { target }),
+        3 => (ip.clone(), ip.clone(), any::<bool>())
+            .prop_map(|(target, ret, indirect)| TraceEvent::Call { target, ret, indirect }),
+        3 => ip.clone().prop_map(|target| TraceEvent::Return { target }),
+        4 => ip.clone().prop_map(|target| TraceEvent::Indirect { target }),
+        1 => (ip.clone(), proptest::option::of(ip.clone()))
+            .prop_map(|(from, to)| TraceEvent::Async { from, to }),
+        1 => ip.clone().prop_map(TraceEvent::Enable),
+        1 => proptest::option::of(ip).prop_map(TraceEvent::Disable),
+        1 => mode.prop_map(TraceEvent::Mode),
+        2 => any::<u64>().prop_map(TraceEvent::Time),
+        1 => any::<u8>().prop_map(TraceEvent::Frequency),
+        1 => any::<u8>().prop_map(TraceEvent::Tick),
+        1 => Just(TraceEvent::Pad),
+        1 => Just(TraceEvent::Overflow),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn trace_all_in_any_runs_is_trace_one_by_one(
+        program in proptest::collection::vec(event(), 1..6000),
+        runs in proptest::collection::vec(1usize..700, 1..8),
+        stop in any::<bool>(),
+    ) {
+        let mut program = program;
+        program.insert(0, TraceEvent::Enable(0x40_0000));
+        let one_by_one = run(&program, stop, &[]);
+        let batched = run(&program, stop, &runs);
+        prop_assert_eq!(&batched, &one_by_one, "{}", first_difference(&batched, &one_by_one));
+    }
+}
+
+/// The whole program at once, where it stops in a STOP region: the events
+/// after the stop are lost, not traced.
+#[test]
+fn a_batch_stops_at_a_stop_region() {
+    let program: Vec<TraceEvent> = std::iter::once(TraceEvent::Enable(0x40_0000))
+        .chain((0..20_000u64).map(|i| TraceEvent::Indirect {
+            target: 0x40_0000 + (i * 0x1234) % 0x10_0000,
+        }))
+        .collect();
+    let one_by_one = run(&program, true, &[]);
+    let batched = run(&program, true, &[program.len()]);
+    assert!(!batched.enabled, "the output stopped");
+    assert!(batched.lost_events > 0);
+    assert_eq!(
+        batched,
+        one_by_one,
+        "{}",
+        first_difference(&batched, &one_by_one)
+    );
+}
