@@ -24,8 +24,10 @@
 //!   `pt/tracer/4096-{events,indirect}-batch`: the mix, and indirect
 //!   branches only (a TIP each: the encoder and write path at their
 //!   busiest), handed over in one `trace_all`.
-//! - `pt/snapshot-<size>/{perfaux,memcpy}`: `snapshot_aux` of 4, 16 and
-//!   64 KiB against a memcpy of the same bytes.
+//! - `pt/snapshot-<size>/{perfaux,memcpy-same-source,memcpy}`:
+//!   `snapshot_aux` of 4, 16 and 64 KiB against memcpy of the same bytes
+//!   from the same AUX pages, and (earlier runs' baseline) against one
+//!   memcpy from another buffer at the same page offset.
 //!
 //! `scripts/bench-report` turns criterion's estimates into the ratio table of
 //! BENCHMARKS.md.
@@ -717,8 +719,36 @@ fn pt_path(c: &mut Criterion) {
                 },
             );
         }
-        // One memcpy of as many bytes into the same buffer, from a source
-        // at the snapshot's offset in its page: the trace ends anywhere in a
+        // memcpy of the very bytes the snapshot copies, from where they are
+        // (the AUX pages: one memcpy per run of pages that follow each other
+        // in memory, 16 KiB blocks here) into the same buffer. On this
+        // machine a memcpy's speed depends on where its source is, not only
+        // on its offset in a page (a 16 KiB copy from offset 2758 took 162
+        // ns from one block and 217 ns from another), so only the same
+        // source prices the driver rather than the memory layout.
+        let mut pieces = PieceRecorder::default();
+        assert_eq!(pt.snapshot_aux(&info, &mut pieces, size), Ok(size));
+        let dst = block.ptr();
+        group.bench_function(
+            BenchmarkId::new(format!("snapshot-{size}"), "memcpy-same-source"),
+            |b| {
+                b.iter(|| {
+                    let mut at = 0;
+                    for &(from, len) in black_box(&pieces.0) {
+                        // SAFETY: `from..from + len` is AUX memory the
+                        // snapshot read (alive for the bench, the tracer
+                        // idle); `dst` is the sink's block of `size` bytes
+                        // (the sink is gone) and the pieces add up to it.
+                        unsafe { std::ptr::copy_nonoverlapping(from, dst.add(at), len) };
+                        at += len;
+                    }
+                    black_box(dst);
+                })
+            },
+        );
+        // One memcpy of as many bytes into the same buffer, from another
+        // source at the snapshot's offset in its page (the baseline of
+        // earlier runs, kept for comparison): the trace ends anywhere in a
         // page (its position now), and the snapshot starts `size` (a number
         // of pages) before.
         let start = (tracer.output().1 >> 32) as usize % 4096;
@@ -743,6 +773,18 @@ fn pt_path(c: &mut Criterion) {
         );
     }
     group.finish();
+}
+
+/// An output sink that records where each piece it is given lies (for a
+/// baseline that copies the same bytes from the same places).
+#[derive(Default)]
+struct PieceRecorder(Vec<(*const u8, usize)>);
+
+impl perfaux::ring::OutputSink for PieceRecorder {
+    fn copy(&mut self, bytes: &[u8]) -> usize {
+        self.0.push((bytes.as_ptr(), bytes.len()));
+        0
+    }
 }
 
 criterion_group!(benches, write_path, copy_path, sample_path, pt_path);

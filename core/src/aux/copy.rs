@@ -14,9 +14,11 @@ use crate::ring::OutputSink;
 /// arithmetic of Linux's `perf_aux_size`). `from > to` wraps through the end of the area;
 /// **`from == to`
 /// copies the whole area**, oldest byte (`from`) first, exactly as Linux
-/// does — callers must not ask for zero bytes this way. At most one AUX page
-/// goes to the sink per call. `EFAULT` if the sink takes fewer bytes than
-/// given (Linux's `perf_output_copy` remainder).
+/// does — callers must not ask for zero bytes this way. Each call of the
+/// sink takes one AUX page, or a run of pages that follow each other in
+/// memory (Linux copies page by page; the bytes are the same). `EFAULT` if
+/// the sink takes fewer bytes than given (Linux's `perf_output_copy`
+/// remainder).
 ///
 /// Called from `snapshot_aux`, in PMI context: the tracer must not write the
 /// range during the copy (the PMU stops it first, as `pt_event_snapshot_aux` does).
@@ -55,18 +57,33 @@ pub unsafe fn copy_aux_pages<S: OutputSink + ?Sized>(
     let (mut from, to) = (from & mask, to & mask);
     let mut len = 0;
     loop {
-        let mut chunk = page - from % page;
-        if to > from {
-            chunk = chunk.min(to - from);
-        }
+        // What is left before `to`, or before the area's end when the copy
+        // wraps (or is the whole area).
+        let limit = if to > from {
+            to - from
+        } else {
+            mask + 1 - from
+        };
         let index = (from / page) as usize;
         let Some(&base) = pages.get(index) else {
             return Err(Error::Fault); // unreachable: from <= mask
         };
+        // To the page's end, and on over the pages that follow it in memory
+        // (a high-order allocation's): one piece where Linux copies page by
+        // page, the same bytes in the same order.
+        let mut chunk = (page - from % page).min(limit);
+        let mut next = index + 1;
+        while chunk < limit
+            && pages.get(next) == Some(&base.wrapping_add((next - index) * PAGE_SIZE))
+        {
+            chunk = (chunk + page).min(limit);
+            next += 1;
+        }
         let src = base.wrapping_add((from % page) as usize);
-        // SAFETY: `src..src + chunk` lies in one AUX page (chunk <= bytes to
-        // the page's end), valid for reads (this function's contract); the
-        // tracer does not write it during the copy.
+        // SAFETY: `src..src + chunk` lies in AUX pages that follow each other
+        // in memory (`pages[index..next]`, checked above), valid for reads
+        // (this function's contract); the tracer does not write them during
+        // the copy.
         let bytes = unsafe { core::slice::from_raw_parts(src.cast_const(), chunk as usize) };
         if sink.copy(bytes) != 0 {
             return Err(Error::Fault);

@@ -97,6 +97,13 @@ impl<'b> PtBuffer<'b> {
         (self.pages.len() * PAGE_SIZE) as u64
     }
 
+    /// The size less one: a power of two of pages (the invariants), so an
+    /// offset into the buffer is a position `& mask`, no division on the
+    /// PMI path.
+    pub fn mask(&self) -> u64 {
+        self.size().wrapping_sub(1)
+    }
+
     /// Whether the buffer is in overwrite (snapshot) mode.
     pub fn is_overwrite(&self) -> bool {
         self.overwrite

@@ -232,10 +232,8 @@ impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> PtPmu<'x, O> {
     /// The write position in `buf`, 0 up to its size. A tracer that reports
     /// a position outside the tables reads as the buffer start (warned).
     fn position(&self, buf: &PtBuffer<'_>) -> u64 {
-        let size = buf.size();
         if buf.is_single_range() {
-            // (A buffer has at least one page: `size` is not 0.)
-            return (self.hw.output().1 >> 32).checked_rem(size).unwrap_or(0);
+            return (self.hw.output().1 >> 32) & buf.mask();
         }
         // SAFETY: this driver holds `buf`'s transaction (it came from
         // `self.buffer`) and takes no `&mut` to the tables here.
@@ -247,7 +245,7 @@ impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> PtPmu<'x, O> {
         ) {
             return 0;
         }
-        offset.unwrap_or(0).checked_rem(size).unwrap_or(0)
+        offset.unwrap_or(0) & buf.mask()
     }
 
     /// Programs the output at `buf` offset `head` (`pt_buffer_reset_offsets`
@@ -651,8 +649,7 @@ impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> Pmu for PtPmu<'x, O> {
         let to = self.position(buf);
         let bufsize = buf.size();
         let size = size.min(bufsize);
-        // (A buffer has at least one page: bufsize is not 0.)
-        let from = (to + bufsize - size).checked_rem(bufsize).unwrap_or(0);
+        let from = (to + bufsize - size) & buf.mask();
         // SAFETY: the pages are valid while the transaction is open (the
         // buffer's invariants) and the tracer is stopped for the copy.
         let n = unsafe { copy_aux_pages(buf.pages(), sink, from, to) };

@@ -484,6 +484,17 @@ impl PacketStream {
         self.tnt_count = 0;
     }
 
+    /// [`stop`](Self::stop) when no branch outcome waits to be emitted, so
+    /// that no packet is made: `false`, having done nothing, when some do.
+    #[inline]
+    pub fn stop_quietly(&mut self) -> bool {
+        if self.tnt_count > 0 {
+            return false;
+        }
+        self.returns.clear();
+        true
+    }
+
     /// Tracing stops (TraceEn cleared): the return stack is forgotten, as
     /// the decoder cannot know what ran meanwhile.
     pub fn stop<S: PacketSink + ?Sized>(&mut self, sink: &mut S) {

@@ -979,7 +979,11 @@ impl TraceHw for SoftTracer<'_> {
             self.writing.store(true);
             barrier();
             // SAFETY: `writing` was clear and is now set, as in `trace`.
-            if let Some(stream) = unsafe { (*self.stream.get()).as_mut() } {
+            let stream = unsafe { (*self.stream.get()).as_mut() };
+            // (A stop with no branch outcome waiting writes nothing: the
+            // output is not opened, as on every snapshot's stop but the
+            // first after a run of branches.)
+            if let Some(stream) = stream.and_then(|s| (!s.stop_quietly()).then_some(s)) {
                 let pending = stream.unwritten_events();
                 let mut out = Output::new(self);
                 stream.stop(&mut out);
