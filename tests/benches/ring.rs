@@ -16,7 +16,9 @@
 //!
 //! - `sample/<aux size>-<contiguous|wrapped>/{perfaux,memcpy}`: a PMI-path
 //!   sample (IP|TID|TIME|CPU|PERIOD + AUX) with 4, 16 and 64 KiB snapshots
-//!   through the test PMU's `snapshot_aux`, against a memcpy of the AUX bytes.
+//!   through the test PMU's `snapshot_aux`, against memcpy of the same AUX
+//!   bytes from the AUX pages (`memcpy-same-source`) and, as in earlier
+//!   runs, one memcpy from a contiguous buffer (`memcpy`).
 //!
 //! - `pt/tracer/4096-{events,branches}`: the software PT tracer's packet
 //!   throughput through ToPA, one `trace` call per event, for a program's
@@ -484,8 +486,9 @@ fn copy_path(c: &mut Criterion) {
 
 /// The PMI path of a sample with AUX data: `write_sample` (prepare, begin,
 /// IP|TID|TIME|CPU|PERIOD, the AUX block through the test PMU's
-/// `snapshot_aux` and `copy_aux`, end) against one memcpy of the same AUX
-/// bytes at the same ring positions.
+/// `snapshot_aux` and `copy_aux`, end) against memcpy of the same AUX bytes
+/// from the AUX pages to the same ring positions (and, as in earlier runs,
+/// one memcpy from a contiguous buffer).
 fn sample_path(c: &mut Criterion) {
     let mut group = c.benchmark_group("sample");
     let fixed = st::IP | st::TID | st::TIME | st::CPU | st::PERIOD | st::AUX;
@@ -549,8 +552,40 @@ fn sample_path(c: &mut Criterion) {
                     black_box(layout);
                 })
             });
-            let src: Vec<u8> = (0..size).map(|i| i as u8).collect();
             let dst = PageBlock::new(256 * 1024 + 64 * 1024);
+            // memcpy of the very AUX bytes the sample copies, from where
+            // they are (the AUX pages, one memcpy each: they are separate
+            // allocations, as order-0 pages are) to the same ring positions
+            // in one block: what the AUX buffer's layout costs is in both,
+            // what the ring's pages cost is perfaux's.
+            let mut pieces = PieceRecorder::default();
+            // SAFETY: the AUX pages live for the bench; nothing writes them.
+            let n = unsafe {
+                perfaux::aux::copy_aux_pages(aux.pages(), &mut pieces, end - u64::from(size), end)
+            };
+            assert_eq!(n, Ok(u64::from(size)));
+            let mut pos = 40usize;
+            group.bench_function(
+                BenchmarkId::new(format!("{size}-{name}"), "memcpy-same-source"),
+                |b| {
+                    b.iter(|| {
+                        let mut at = pos;
+                        for &(from, len) in black_box(&pieces.0) {
+                            // SAFETY: `from..from + len` is AUX memory (alive,
+                            // unwritten); `at + len` stays inside the block
+                            // (`pos < 256 KiB`, the pieces add up to `size`
+                            // < 64 KiB); distinct allocations.
+                            unsafe { std::ptr::copy_nonoverlapping(from, dst.ptr().add(at), len) };
+                            at += len;
+                        }
+                        black_box(dst.ptr());
+                        pos = (pos + size as usize + 56) % (256 * 1024);
+                    })
+                },
+            );
+            // The earlier runs' baseline, kept for comparison: one memcpy
+            // from a contiguous buffer.
+            let src: Vec<u8> = (0..size).map(|i| i as u8).collect();
             let mut pos = 40usize;
             group.bench_function(BenchmarkId::new(format!("{size}-{name}"), "memcpy"), |b| {
                 b.iter(|| {
