@@ -1534,6 +1534,24 @@ int perfaux_step_get_stats(struct perfaux_stepper *stepper, struct perfaux_step_
 int perfaux_pt_trace(struct perfaux_pt_cpu *cpu, const struct perfaux_trace_event *event);
 
 /**
+ * Feeds the software tracer `count` events at once, in order, as
+ * `perfaux_pt_trace` would one by one (each event's packets reach the
+ * buffer before the next event, so a PMI between two events sees the
+ * same), but faster: the tracer takes its packet generator and write
+ * window once for the run. Returns the number of ToPA PMIs the writes
+ * raised (call `perfaux_pt_handle_pmi` for them), or `-EINVAL`, with
+ * nothing traced, for a bad `cpu`, `events` NULL with a `count` other
+ * than 0, or any event `perfaux_pt_trace` would refuse.
+ *
+ * # Safety
+ * `cpu` NULL or PT CPU storage; `events` NULL or readable for `count`
+ * events; on the PMU's CPU.
+ */
+int perfaux_pt_trace_all(struct perfaux_pt_cpu *cpu,
+                         const struct perfaux_trace_event *events,
+                         size_t count);
+
+/**
  * Bytes the tracer has written so far, or `-EINVAL` for a bad `cpu`.
  *
  * # Safety

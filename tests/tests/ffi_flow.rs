@@ -235,3 +235,127 @@ fn pt_leader_and_a_sampler_through_the_c_abi() {
         assert_eq!(perfaux_ring_fini(ring), 0);
     }
 }
+
+/// The AUX bytes a PT CPU writes for `events` (after a TIP.PGE), fed one
+/// `perfaux_pt_trace` call each or in one `perfaux_pt_trace_all`, with the
+/// PMIs the calls reported.
+fn pt_trace_through_the_c_abi(events: &[perfaux_trace_event], batch: bool) -> (Vec<u8>, i32) {
+    let mem = RingMemory::new(4, 0);
+    let aux = AuxMemory::new(2, 0);
+    let tables = PageBlock::new(4096);
+    let overwrite = perfaux_aux_config {
+        flags: PERFAUX_AUX_OVERWRITE,
+        reserved: 0,
+        watermark: 0,
+        wakeup: perfaux_wakeup {
+            func: None,
+            ctx: null_mut(),
+        },
+    };
+    let mut leader_attr = PerfEventAttr::new(136);
+    leader_attr.type_ = 8;
+    let la = leader_attr.to_bytes();
+    let platform = perfaux_platform {
+        cpu: None,
+        clock: None,
+        current_task: None,
+        irq_save: None,
+        irq_restore: None,
+        ctx: null_mut(),
+    };
+    // SAFETY: as in the test above: storage on this frame, memory in the
+    // locals, all outliving the objects, torn down in order.
+    unsafe {
+        let mut storage: (
+            perfaux_ring,
+            perfaux_aux_area,
+            perfaux_pt_cpu,
+            perfaux_event,
+            perfaux_pt_buffer,
+        ) = zeroed();
+        let ring: *mut perfaux_ring = &raw mut storage.0;
+        let area: *mut perfaux_aux_area = &raw mut storage.1;
+        let pt: *mut perfaux_pt_cpu = &raw mut storage.2;
+        let leader: *mut perfaux_event = &raw mut storage.3;
+        let buffer: *mut perfaux_pt_buffer = &raw mut storage.4;
+        let chunks = mem.chunks().as_ptr().cast::<*mut c_void>();
+        let pages = aux.pages().as_ptr().cast::<*mut c_void>();
+        assert_eq!(
+            perfaux_ring_init(ring, mem.user_page().cast(), chunks, 4, 0, null()),
+            0
+        );
+        assert_eq!(
+            perfaux_aux_area_init(area, mem.user_page().cast(), pages, 2, &overwrite),
+            0
+        );
+        assert_eq!(
+            perfaux_pt_buffer_init_area(buffer, tables.ptr().cast(), 1, area, null()),
+            0
+        );
+        assert_eq!(
+            perfaux_pt_cpu_init_area(pt, buffer, area, ring, null(), null(), null(), 256),
+            0
+        );
+        assert_eq!(
+            perfaux_event_open_pt(leader, la.as_ptr().cast(), pt, 1, 0, null(), null()),
+            0
+        );
+        assert_eq!(perfaux_event_set_buffer(leader, ring, area), 0);
+        assert_eq!(perfaux_event_sched_in(leader, &platform), 0);
+        assert_eq!(trace(pt, PERFAUX_TRACE_ENABLE, 0, 0x40_0000), 0);
+        let pmis = if batch {
+            perfaux_pt_trace_all(pt, events.as_ptr(), events.len())
+        } else {
+            events.iter().map(|e| perfaux_pt_trace(pt, e)).sum()
+        };
+        let bytes = (0..aux.size()).map(|i| aux.byte(i)).collect();
+        assert_eq!(perfaux_event_fini(leader), 0);
+        assert_eq!(perfaux_pt_cpu_fini(pt), 0);
+        assert_eq!(perfaux_pt_buffer_fini(buffer), 0);
+        assert_eq!(perfaux_aux_area_fini(area), 0);
+        assert_eq!(perfaux_ring_fini(ring), 0);
+        (bytes, pmis)
+    }
+}
+
+#[test]
+fn a_batch_through_the_c_abi_is_the_events_one_by_one() {
+    // More than one of the batch's stack pieces, across both AUX pages
+    // (the buffer wraps: overwrite mode), with PSB+ every 256 bytes.
+    let events: Vec<perfaux_trace_event> = (0..1500u64)
+        .map(|i| perfaux_trace_event {
+            kind: match i % 7 {
+                3 => PERFAUX_TRACE_INDIRECT_JUMP,
+                6 => PERFAUX_TRACE_TIME,
+                _ => PERFAUX_TRACE_CONDITIONAL,
+            },
+            flags: u32::from(i % 7 != 3 && i % 7 != 6 && i % 3 == 0),
+            target: if i % 7 == 6 {
+                0
+            } else {
+                0x40_0000 + (i * 0x35) % 0x2_0000
+            },
+            value: if i % 7 == 6 { i * 1000 } else { 0 },
+            ..Default::default()
+        })
+        .collect();
+    let (one_by_one, pmis) = pt_trace_through_the_c_abi(&events, false);
+    let (batched, batch_pmis) = pt_trace_through_the_c_abi(&events, true);
+    assert!(
+        one_by_one.iter().any(|&b| b != 0),
+        "the events made packets"
+    );
+    assert!(one_by_one == batched, "the same AUX bytes");
+    assert_eq!(pmis, batch_pmis);
+
+    // One malformed event refuses the whole batch: nothing is traced.
+    let mut bad = events.clone();
+    bad[1000].kind = 0xffff;
+    let (untouched, _) = pt_trace_through_the_c_abi(&bad[..0], true);
+    let (refused, err) = pt_trace_through_the_c_abi(&bad, true);
+    assert_eq!(err, Error::Invalid.errno());
+    assert!(refused == untouched, "nothing traced");
+    // SAFETY: NULL storage is refused before anything is read.
+    let null_cpu = unsafe { perfaux_pt_trace_all(null_mut(), events.as_ptr(), 1) };
+    assert_eq!(null_cpu, Error::Invalid.errno());
+}

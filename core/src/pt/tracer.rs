@@ -77,14 +77,15 @@ pub struct SoftTracer<'p> {
     /// The packet generator, created at the first packet.
     ///
     /// # Invariants
-    /// Only `trace`, `generating`, `disable` and `configure` touch it, on
-    /// this CPU (the type is not `Sync`), and only while `writing` is clear;
-    /// `trace` sets `writing` for as long as it holds a `&mut` to it, so a
-    /// PMI that interrupts the write (the `interrupt` hook) and calls back
-    /// into the tracer never makes a second reference.
+    /// Only `trace` (and `trace_all`), `generating`, `disable` and
+    /// `configure` touch it, on this CPU (the type is not `Sync`), and only
+    /// while `writing` is clear; a write sets `writing` for as long as it
+    /// holds a `&mut` to it, so a PMI that interrupts the write (the
+    /// `interrupt` hook) and calls back into the tracer never makes a second
+    /// reference.
     stream: UnsafeCell<Option<PacketStream>>,
-    /// The bytes of the unit being gathered (see [`Unit`]), kept here so
-    /// that no event pays for a fresh buffer. Under the same discipline as
+    /// The bytes of an event's packets being gathered (see `Output`), kept
+    /// here so that no event pays for a fresh buffer. Under the same discipline as
     /// `stream`: only the holder of `writing` touches it.
     unit: UnsafeCell<[u8; UNIT_CAP]>,
     /// `trace` is writing packets (it holds the stream). Set and cleared

@@ -106,6 +106,60 @@ pub unsafe extern "C" fn perfaux_pt_trace(
     b.tracer.take_pmi().min(i32::MAX as u32) as c_int
 }
 
+/// Feeds the software tracer `count` events at once, in order, as
+/// `perfaux_pt_trace` would one by one (each event's packets reach the
+/// buffer before the next event, so a PMI between two events sees the
+/// same), but faster: the tracer takes its packet generator and write
+/// window once for the run. Returns the number of ToPA PMIs the writes
+/// raised (call `perfaux_pt_handle_pmi` for them), or `-EINVAL`, with
+/// nothing traced, for a bad `cpu`, `events` NULL with a `count` other
+/// than 0, or any event `perfaux_pt_trace` would refuse.
+///
+/// # Safety
+/// `cpu` NULL or PT CPU storage; `events` NULL or readable for `count`
+/// events; on the PMU's CPU.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_pt_trace_all(
+    cpu: *mut perfaux_pt_cpu,
+    events: *const perfaux_trace_event,
+    count: usize,
+) -> c_int {
+    // SAFETY: as in `perfaux_pt_trace`.
+    let Some(b) = (unsafe { cpu_ref(cpu) }) else {
+        return Error::Invalid.errno();
+    };
+    if count > 0 && events.is_null() {
+        return Error::Invalid.errno();
+    }
+    let event_at = |i: usize| {
+        if i >= count {
+            return None;
+        }
+        // SAFETY: `events` is readable for `count` events (the caller's
+        // contract), and `i < count`.
+        unsafe { read_in(events.add(i)) }.and_then(|e| trace_event(&e))
+    };
+    // All or nothing: a malformed event anywhere refuses the call before
+    // any is traced.
+    if (0..count).any(|i| event_at(i).is_none()) {
+        return Error::Invalid.errno();
+    }
+    // In pieces through a stack buffer (no allocation here); where the
+    // pieces end makes no difference to the trace (`trace_all`'s contract).
+    const PIECE: usize = 64;
+    let mut piece = [TraceEvent::Pad; PIECE];
+    let mut done = 0;
+    while done < count {
+        let n = PIECE.min(count - done);
+        for (k, slot) in piece.iter_mut().take(n).enumerate() {
+            *slot = event_at(done + k).unwrap_or(TraceEvent::Pad);
+        }
+        b.tracer.trace_all(piece.get(..n).unwrap_or_default());
+        done += n;
+    }
+    b.tracer.take_pmi().min(i32::MAX as u32) as c_int
+}
+
 fn trace_event(e: &perfaux_trace_event) -> Option<TraceEvent> {
     // Which fields and flags each kind takes; anything else is refused.
     const T: u32 = PERFAUX_TRACE_TAKEN;
