@@ -96,40 +96,36 @@ fn ring_writer_and_reader() {
     }
 }
 
-#[test]
-fn pt_leader_and_a_sampler_through_the_c_abi() {
-    let mem = RingMemory::new(4, 0);
-    let aux = AuxMemory::new(2, 0);
-    let tables = PageBlock::new(4096);
-    let mut leader_attr = PerfEventAttr::new(136);
-    leader_attr.type_ = 8;
-    leader_attr.sample_type = st::TID | st::TIME | st::IDENTIFIER;
-    leader_attr.flags = attr_flags::SAMPLE_ID_ALL;
-    let mut sampler_attr = PerfEventAttr::new(136);
-    sampler_attr.type_ = 1;
-    sampler_attr.sample_period = 1;
-    sampler_attr.sample_type = st::IDENTIFIER | st::AUX;
-    sampler_attr.aux_sample_size = 512;
-    sampler_attr.flags = attr_flags::SAMPLE_ID_ALL;
-    let (la, sa) = (leader_attr.to_bytes(), sampler_attr.to_bytes());
-    let counter = perfaux_pmu_ops {
-        caps: PERFAUX_CAP_NO_NMI,
-        reserved: 0,
-        add: None,
-        del: None,
-        start: None,
-        stop: None,
-        snapshot_aux: None,
-        ctx: null_mut(),
-    };
-    let platform = perfaux_platform {
+/// A platform with no callbacks (CPU 0, no clock, no task, no IRQ masking).
+fn no_platform() -> perfaux_platform {
+    perfaux_platform {
         cpu: None,
         clock: None,
         current_task: None,
         irq_save: None,
         irq_restore: None,
         ctx: null_mut(),
-    };
+    }
+}
+
+/// The PT CPU under test and its leader event, as `with_pt_cpu` made them.
+struct PtCpu<'m> {
+    pt: *mut perfaux_pt_cpu,
+    leader: *mut perfaux_event,
+    mem: &'m RingMemory,
+    aux: &'m AuxMemory,
+}
+
+/// A PT CPU through the C ABI: a 16 KiB ring, an 8 KiB AUX area in
+/// overwrite mode over two separate pages, one ToPA table, a PSB+ every
+/// 256 bytes, and a leader event (`leader_attr`) on them, not yet scheduled
+/// in. Runs `f`, which must close any event it opens, then tears the rest
+/// down in order, checking every call.
+fn with_pt_cpu<R>(leader_attr: &PerfEventAttr, f: impl FnOnce(&PtCpu<'_>) -> R) -> R {
+    let mem = RingMemory::new(4, 0);
+    let aux = AuxMemory::new(2, 0);
+    let tables = PageBlock::new(4096);
+    let la = leader_attr.to_bytes();
     let overwrite = perfaux_aux_config {
         flags: PERFAUX_AUX_OVERWRITE,
         reserved: 0,
@@ -139,140 +135,19 @@ fn pt_leader_and_a_sampler_through_the_c_abi() {
             ctx: null_mut(),
         },
     };
-    // SAFETY: for all calls below, as in the ring test; the events are torn
-    // down before the PMU, area and ring they refer to.
+    // SAFETY: for all calls below, as in the ring test: storage on this
+    // frame, the memory in the locals, all outliving the objects; the
+    // leader is torn down before the PMU, area and ring it refers to.
     unsafe {
         let mut storage: (
             perfaux_ring,
             perfaux_aux_area,
             perfaux_pt_cpu,
-            perfaux_event,
             perfaux_event,
             perfaux_pt_buffer,
         ) = zeroed();
         // Raw pointers, taken once: the objects refer to each other in
         // place, so no `&mut` may be taken of them afterwards.
-        let ring: *mut perfaux_ring = &raw mut storage.0;
-        let area: *mut perfaux_aux_area = &raw mut storage.1;
-        let pt: *mut perfaux_pt_cpu = &raw mut storage.2;
-        let buffer: *mut perfaux_pt_buffer = &raw mut storage.5;
-        let leader: *mut perfaux_event = &raw mut storage.3;
-        let sampler: *mut perfaux_event = &raw mut storage.4;
-        let chunks = mem.chunks().as_ptr().cast::<*mut c_void>();
-        let pages = aux.pages().as_ptr().cast::<*mut c_void>();
-        assert_eq!(
-            perfaux_ring_init(ring, mem.user_page().cast(), chunks, 4, 0, null()),
-            0
-        );
-        assert_eq!(
-            perfaux_aux_area_init(area, mem.user_page().cast(), pages, 2, &overwrite),
-            0
-        );
-        assert_eq!(
-            perfaux_pt_buffer_init_area(buffer, tables.ptr().cast(), 1, area, null()),
-            0
-        );
-        assert_eq!(
-            perfaux_pt_cpu_init_area(pt, buffer, area, ring, null(), null(), null(), 256),
-            0
-        );
-        assert_eq!(
-            perfaux_event_open_pt(leader, la.as_ptr().cast(), pt, 1, 0, null(), null()),
-            0
-        );
-        assert_eq!(perfaux_event_set_buffer(leader, ring, area), 0);
-        assert_eq!(
-            perfaux_event_open(sampler, sa.as_ptr().cast(), &counter, 2, 0, leader, null()),
-            0
-        );
-        assert_eq!(perfaux_event_join_group(sampler), 0);
-        assert_eq!(perfaux_event_set_output(sampler, leader), 0);
-        assert_eq!(perfaux_event_sched_in(leader, &platform), 0);
-        assert_eq!(trace(pt, PERFAUX_TRACE_ENABLE, 0, 0x40_0000), 0);
-        for i in 0..300u64 {
-            assert_eq!(
-                trace(
-                    pt,
-                    PERFAUX_TRACE_CONDITIONAL,
-                    (i % 3 == 0) as u32,
-                    0x40_0000
-                ),
-                0
-            );
-            if i % 4 == 0 {
-                assert_eq!(
-                    trace(pt, PERFAUX_TRACE_INDIRECT_JUMP, 0, 0x40_0000 + i * 32),
-                    0
-                );
-            }
-        }
-        let data: perfaux_sample_data = zeroed();
-        assert_eq!(
-            perfaux_event_overflow(sampler, &platform, &data),
-            8 + 8 + 8 + 512
-        );
-        let mut direct = Vec::new();
-        let sink = perfaux_sink {
-            copy: Some(collect),
-            ctx: (&raw mut direct).cast(),
-        };
-        assert_eq!(perfaux_pt_snapshot_aux(pt, &sink, 512), 512);
-        let records = mem.records();
-        let sample = records
-            .iter()
-            .find(|r| u32::from_ne_bytes(r[..4].try_into().unwrap()) == 9)
-            .expect("a sample");
-        assert_eq!(
-            &sample[24..],
-            &direct[..],
-            "the sample's AUX block is the snapshot"
-        );
-        assert_eq!(perfaux_event_fini(sampler), 0);
-        assert_eq!(perfaux_event_fini(leader), 0);
-        assert_eq!(perfaux_pt_cpu_fini(pt), 0);
-        assert_eq!(perfaux_pt_buffer_fini(buffer), 0);
-        assert_eq!(perfaux_aux_area_fini(area), 0);
-        assert_eq!(perfaux_ring_fini(ring), 0);
-    }
-}
-
-/// The AUX bytes a PT CPU writes for `events` (after a TIP.PGE), fed one
-/// `perfaux_pt_trace` call each or in one `perfaux_pt_trace_all`, with the
-/// PMIs the calls reported.
-fn pt_trace_through_the_c_abi(events: &[perfaux_trace_event], batch: bool) -> (Vec<u8>, i32) {
-    let mem = RingMemory::new(4, 0);
-    let aux = AuxMemory::new(2, 0);
-    let tables = PageBlock::new(4096);
-    let overwrite = perfaux_aux_config {
-        flags: PERFAUX_AUX_OVERWRITE,
-        reserved: 0,
-        watermark: 0,
-        wakeup: perfaux_wakeup {
-            func: None,
-            ctx: null_mut(),
-        },
-    };
-    let mut leader_attr = PerfEventAttr::new(136);
-    leader_attr.type_ = 8;
-    let la = leader_attr.to_bytes();
-    let platform = perfaux_platform {
-        cpu: None,
-        clock: None,
-        current_task: None,
-        irq_save: None,
-        irq_restore: None,
-        ctx: null_mut(),
-    };
-    // SAFETY: as in the test above: storage on this frame, memory in the
-    // locals, all outliving the objects, torn down in order.
-    unsafe {
-        let mut storage: (
-            perfaux_ring,
-            perfaux_aux_area,
-            perfaux_pt_cpu,
-            perfaux_event,
-            perfaux_pt_buffer,
-        ) = zeroed();
         let ring: *mut perfaux_ring = &raw mut storage.0;
         let area: *mut perfaux_aux_area = &raw mut storage.1;
         let pt: *mut perfaux_pt_cpu = &raw mut storage.2;
@@ -301,21 +176,125 @@ fn pt_trace_through_the_c_abi(events: &[perfaux_trace_event], batch: bool) -> (V
             0
         );
         assert_eq!(perfaux_event_set_buffer(leader, ring, area), 0);
-        assert_eq!(perfaux_event_sched_in(leader, &platform), 0);
-        assert_eq!(trace(pt, PERFAUX_TRACE_ENABLE, 0, 0x40_0000), 0);
-        let pmis = if batch {
-            perfaux_pt_trace_all(pt, events.as_ptr(), events.len())
-        } else {
-            events.iter().map(|e| perfaux_pt_trace(pt, e)).sum()
-        };
-        let bytes = (0..aux.size()).map(|i| aux.byte(i)).collect();
+        let result = f(&PtCpu {
+            pt,
+            leader,
+            mem: &mem,
+            aux: &aux,
+        });
         assert_eq!(perfaux_event_fini(leader), 0);
         assert_eq!(perfaux_pt_cpu_fini(pt), 0);
         assert_eq!(perfaux_pt_buffer_fini(buffer), 0);
         assert_eq!(perfaux_aux_area_fini(area), 0);
         assert_eq!(perfaux_ring_fini(ring), 0);
-        (bytes, pmis)
+        result
     }
+}
+
+#[test]
+fn pt_leader_and_a_sampler_through_the_c_abi() {
+    let mut leader_attr = PerfEventAttr::new(136);
+    leader_attr.type_ = 8;
+    leader_attr.sample_type = st::TID | st::TIME | st::IDENTIFIER;
+    leader_attr.flags = attr_flags::SAMPLE_ID_ALL;
+    let mut sampler_attr = PerfEventAttr::new(136);
+    sampler_attr.type_ = 1;
+    sampler_attr.sample_period = 1;
+    sampler_attr.sample_type = st::IDENTIFIER | st::AUX;
+    sampler_attr.aux_sample_size = 512;
+    sampler_attr.flags = attr_flags::SAMPLE_ID_ALL;
+    let sa = sampler_attr.to_bytes();
+    let counter = perfaux_pmu_ops {
+        caps: PERFAUX_CAP_NO_NMI,
+        reserved: 0,
+        add: None,
+        del: None,
+        start: None,
+        stop: None,
+        snapshot_aux: None,
+        ctx: null_mut(),
+    };
+    let platform = no_platform();
+    with_pt_cpu(&leader_attr, |c| {
+        let (pt, leader) = (c.pt, c.leader);
+        // SAFETY: as in `with_pt_cpu`; the sampler's storage is on this
+        // frame and it is torn down here, before the leader.
+        unsafe {
+            let mut sampler_storage: perfaux_event = zeroed();
+            let sampler: *mut perfaux_event = &raw mut sampler_storage;
+            assert_eq!(
+                perfaux_event_open(sampler, sa.as_ptr().cast(), &counter, 2, 0, leader, null()),
+                0
+            );
+            assert_eq!(perfaux_event_join_group(sampler), 0);
+            assert_eq!(perfaux_event_set_output(sampler, leader), 0);
+            assert_eq!(perfaux_event_sched_in(leader, &platform), 0);
+            assert_eq!(trace(pt, PERFAUX_TRACE_ENABLE, 0, 0x40_0000), 0);
+            for i in 0..300u64 {
+                assert_eq!(
+                    trace(
+                        pt,
+                        PERFAUX_TRACE_CONDITIONAL,
+                        (i % 3 == 0) as u32,
+                        0x40_0000
+                    ),
+                    0
+                );
+                if i % 4 == 0 {
+                    assert_eq!(
+                        trace(pt, PERFAUX_TRACE_INDIRECT_JUMP, 0, 0x40_0000 + i * 32),
+                        0
+                    );
+                }
+            }
+            let data: perfaux_sample_data = zeroed();
+            assert_eq!(
+                perfaux_event_overflow(sampler, &platform, &data),
+                8 + 8 + 8 + 512
+            );
+            let mut direct = Vec::new();
+            let sink = perfaux_sink {
+                copy: Some(collect),
+                ctx: (&raw mut direct).cast(),
+            };
+            assert_eq!(perfaux_pt_snapshot_aux(pt, &sink, 512), 512);
+            let records = c.mem.records();
+            let sample = records
+                .iter()
+                .find(|r| u32::from_ne_bytes(r[..4].try_into().unwrap()) == 9)
+                .expect("a sample");
+            assert_eq!(
+                &sample[24..],
+                &direct[..],
+                "the sample's AUX block is the snapshot"
+            );
+            assert_eq!(perfaux_event_fini(sampler), 0);
+        }
+    });
+}
+
+/// The AUX bytes a PT CPU writes for `events` (after a TIP.PGE), fed one
+/// `perfaux_pt_trace` call each or in one `perfaux_pt_trace_all`, with the
+/// PMIs the calls reported.
+fn pt_trace_through_the_c_abi(events: &[perfaux_trace_event], batch: bool) -> (Vec<u8>, i32) {
+    let mut leader_attr = PerfEventAttr::new(136);
+    leader_attr.type_ = 8;
+    let platform = no_platform();
+    with_pt_cpu(&leader_attr, |c| {
+        // SAFETY: `c`'s objects are live for the closure; `events` is a
+        // slice.
+        unsafe {
+            assert_eq!(perfaux_event_sched_in(c.leader, &platform), 0);
+            assert_eq!(trace(c.pt, PERFAUX_TRACE_ENABLE, 0, 0x40_0000), 0);
+            let pmis = if batch {
+                perfaux_pt_trace_all(c.pt, events.as_ptr(), events.len())
+            } else {
+                events.iter().map(|e| perfaux_pt_trace(c.pt, e)).sum()
+            };
+            let bytes = (0..c.aux.size()).map(|i| c.aux.byte(i)).collect();
+            (bytes, pmis)
+        }
+    })
 }
 
 #[test]

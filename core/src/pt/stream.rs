@@ -451,13 +451,13 @@ impl PacketStream {
                 self.returns.clear();
                 self.put(&OVF, sink);
             }
-            // `feed`'s own.
+            // `feed`'s own, which it never hands here.
             TraceEvent::Conditional { .. }
             | TraceEvent::Jump { .. }
             | TraceEvent::Call { .. }
             | TraceEvent::Return { .. }
             | TraceEvent::Indirect { .. }
-            | TraceEvent::Time(_) => self.feed(event, sink),
+            | TraceEvent::Time(_) => {}
         }
     }
 
@@ -469,17 +469,14 @@ impl PacketStream {
         }
     }
 
-    /// [`flush_tnt`](Self::flush_tnt) with bits gathered.
+    /// [`flush_tnt`](Self::flush_tnt) with bits gathered (`tnt_count` > 0).
     #[inline(never)]
     fn put_tnt<S: PacketSink + ?Sized>(&mut self, sink: &mut S) {
         match self.tnt_count {
-            0 => {}
             n if n <= SHORT_TNT_MAX => self.put(&[short_tnt(self.tnt_bits as u8, n)], sink),
             n => self.put(&long_tnt(self.tnt_bits, n), sink),
         }
-        if self.tnt_count > 0 {
-            self.covered = self.covered.max(self.last_bit + 1);
-        }
+        self.covered = self.covered.max(self.last_bit + 1);
         self.tnt_bits = 0;
         self.tnt_count = 0;
     }

@@ -869,7 +869,6 @@ impl<'t, 'p> Output<'t, 'p> {
         if self.len == 0 {
             return;
         }
-        let unit = self.tracer.unit.get().cast::<u8>();
         if self.direct {
             self.direct = false;
             if self.tracer.commit(self.mark, self.window, self.len) {
@@ -885,7 +884,13 @@ impl<'t, 'p> Output<'t, 'p> {
             // `window`, the AUX memory, which a PMI does not free; the unit
             // buffer (this output's, see `new`) holds `UNIT_CAP` bytes and
             // is not the output.
-            unsafe { core::ptr::copy_nonoverlapping(self.window, unit, self.len) };
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    self.window,
+                    self.tracer.unit.get().cast::<u8>(),
+                    self.len,
+                )
+            };
         }
         self.emit_gathered();
     }
