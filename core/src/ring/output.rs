@@ -128,52 +128,19 @@ impl<'a, H: NestHook> Ring<'a, H> {
         compiler_fence(Ordering::SeqCst);
         self.hook.at(self, Point::BeginNested);
 
-        let data_size = self.data_size();
-        let mask = data_size - 1;
-        let (offset, head) = loop {
-            // A: Acquire pairs with the consumer's Release store of
-            // data_tail (D): the bytes it freed are no longer read.
-            let tail = self.data_tail_word().load(Ordering::Acquire);
-            self.hook.at(self, Point::BeginTailLoaded);
-            // Local load; the compare-and-swap below pairs with the
-            // nested writers' own compare-and-swaps on this CPU.
-            let offset = self.head.load();
-            self.hook.at(self, Point::BeginHeadLoaded);
-            if !self.overwrite {
-                // CIRC_SPACE: at most data_size - 1 bytes outstanding.
-                let space = if self.backward {
-                    offset.wrapping_sub(tail.wrapping_add(1)) & mask
-                } else {
-                    tail.wrapping_sub(offset.wrapping_add(1)) & mask
-                };
-                if space < size {
-                    return Err(self.fail(wakeup));
-                }
-            }
-            let head = if self.backward {
-                offset.wrapping_sub(size)
-            } else {
-                offset.wrapping_add(size)
-            };
-            // A nested writer that reserved since our load makes this fail: retry.
-            if self.head.compare_exchange(offset, head).is_ok() {
-                break (offset, head);
-            }
+        // `perf_output_begin` picks `__perf_output_begin`'s forward or
+        // backward instance once; each is compiled without the other's
+        // arithmetic.
+        let reserved = if self.backward {
+            self.reserve::<true>(size)
+        } else {
+            self.reserve::<false>(size)
         };
-        // `__perf_output_begin`: "We rely on the implied barrier() by
-        // local_cmpxchg() to ensure none of the data stores below can be
-        // lifted up by the compiler." The x86 asm is one; the portable
-        // fallback is not, so the barrier is explicit.
-        barrier();
+        let Some((start, written)) = reserved else {
+            return Err(self.fail(wakeup));
+        };
         self.hook.at(self, Point::BeginReserved);
 
-        // Backward: the record starts at the new head, and the byte count
-        // written so far is the negated head.
-        let (start, written) = if self.backward {
-            (head, head.wrapping_neg())
-        } else {
-            (offset, head)
-        };
         // Local load and RMW: only this CPU's writers move the generation;
         // the outermost `end` compares it with its snapshot.
         if written.wrapping_sub(self.wakeup.load()) > self.watermark {
@@ -198,6 +165,59 @@ impl<'a, H: NestHook> Ring<'a, H> {
             self.hook.at(self, Point::BeginLostWritten);
         }
         Ok(handle)
+    }
+
+    /// Moves `head` on by `size` bytes in the ring's direction, `BACKWARD`
+    /// known at compile time (Linux's `__perf_output_begin(..., backward)`,
+    /// instantiated as `perf_output_begin_forward` and `_backward`): the
+    /// record's start and the byte count written with it (the negated head
+    /// when backward), or `None` when, in writable mode, the consumer's
+    /// `data_tail` leaves less than `size` bytes free.
+    #[inline(always)]
+    fn reserve<const BACKWARD: bool>(&self, size: u64) -> Option<(u64, u64)> {
+        let mask = self.data_size() - 1;
+        let (offset, head) = loop {
+            // A: Acquire pairs with the consumer's Release store of
+            // data_tail (D): the bytes it freed are no longer read.
+            let tail = self.data_tail_word().load(Ordering::Acquire);
+            self.hook.at(self, Point::BeginTailLoaded);
+            // Local load; the compare-and-swap below pairs with the
+            // nested writers' own compare-and-swaps on this CPU.
+            let offset = self.head.load();
+            self.hook.at(self, Point::BeginHeadLoaded);
+            if !self.overwrite {
+                // CIRC_SPACE: at most data_size - 1 bytes outstanding.
+                let space = if BACKWARD {
+                    offset.wrapping_sub(tail.wrapping_add(1)) & mask
+                } else {
+                    tail.wrapping_sub(offset.wrapping_add(1)) & mask
+                };
+                if space < size {
+                    return None;
+                }
+            }
+            let head = if BACKWARD {
+                offset.wrapping_sub(size)
+            } else {
+                offset.wrapping_add(size)
+            };
+            // A nested writer that reserved since our load makes this fail: retry.
+            if self.head.compare_exchange(offset, head).is_ok() {
+                break (offset, head);
+            }
+        };
+        // `__perf_output_begin`: "We rely on the implied barrier() by
+        // local_cmpxchg() to ensure none of the data stores below can be
+        // lifted up by the compiler." The x86 asm is one; the portable
+        // fallback is not, so the barrier is explicit.
+        barrier();
+        // Backward: the record starts at the new head, and the byte count
+        // written so far is the negated head.
+        Some(if BACKWARD {
+            (head, head.wrapping_neg())
+        } else {
+            (offset, head)
+        })
     }
 
     /// The *fail* path of `begin`: count the record lost and leave as `end` does.
