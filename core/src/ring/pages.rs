@@ -25,7 +25,8 @@ pub const MAX_DATA_SIZE: u64 = 1 << 40;
 /// # Invariants
 /// Every chunk pointer is non-null, 8-aligned and valid for reads and writes
 /// of `chunk_size()` bytes for `'a`; the number of chunks is 0 or a power of
-/// two; `data_size() <= MAX_DATA_SIZE`.
+/// two; `data_size` is the chunk count times `chunk_size()` and at most
+/// `MAX_DATA_SIZE`.
 #[derive(Clone, Copy, Debug)]
 pub struct DataPages<'a> {
     chunks: &'a [*mut u8],
@@ -33,6 +34,9 @@ pub struct DataPages<'a> {
     chunk_shift: u32,
     /// `chunk_count - 1` (0 without chunks), precomputed for the write path.
     index_mask: usize,
+    /// `chunk_count << chunk_shift`, precomputed for the write path (its
+    /// reservation masks every position with `data_size - 1`).
+    data_size: u64,
 }
 
 impl<'a> DataPages<'a> {
@@ -65,13 +69,14 @@ impl<'a> DataPages<'a> {
             chunks,
             chunk_shift,
             index_mask: n.saturating_sub(1),
+            data_size: size,
         })
     }
 
     /// Size of the data area in bytes (0 for a ring without data pages).
     #[inline(always)]
     pub fn data_size(&self) -> u64 {
-        (self.chunks.len() as u64) << self.chunk_shift
+        self.data_size
     }
 
     /// Size of one chunk in bytes.
