@@ -345,9 +345,23 @@ pub(crate) unsafe fn copy_to_memory(dst: *mut u8, src: &[u8]) {
     // `dst[..len]` (the caller's contract): `head_tail::<T>` is called only
     // with `size_of::<T>() <= len`, the middle moves cover `[16, 32)` and
     // `[len - 32, len - 16)` only when `len > 32`, and a single byte is
-    // moved only when `len == 1`.
+    // moved only when `len == 1`. Copies over 64 bytes are tested for
+    // first: a large copy (an AUX block's pieces) then takes one test to
+    // reach `memcpy`, and the small ones (fields, headers, packets) take
+    // their size tests one after the other below it.
     unsafe {
-        if (16..=64).contains(&len) {
+        if len > 64 {
+            if len <= PIECE {
+                core::ptr::copy_nonoverlapping(s, dst, len);
+            } else {
+                let mut done = 0;
+                while done < len {
+                    let n = PIECE.min(len - done);
+                    core::ptr::copy_nonoverlapping(s.add(done), dst.add(done), n);
+                    done += n;
+                }
+            }
+        } else if len >= 16 {
             if len > 32 {
                 let second = s.add(16).cast::<u128>().read_unaligned();
                 let before_last = s.add(len - 32).cast::<u128>().read_unaligned();
@@ -357,23 +371,14 @@ pub(crate) unsafe fn copy_to_memory(dst: *mut u8, src: &[u8]) {
                     .write_unaligned(before_last);
             }
             head_tail::<u128>(s, dst, len);
-        } else if (8..16).contains(&len) {
+        } else if len >= 8 {
             head_tail::<u64>(s, dst, len);
-        } else if (4..8).contains(&len) {
+        } else if len >= 4 {
             head_tail::<u32>(s, dst, len);
-        } else if (2..4).contains(&len) {
+        } else if len >= 2 {
             head_tail::<u16>(s, dst, len);
         } else if len == 1 {
             dst.write(s.read());
-        } else if len <= PIECE {
-            core::ptr::copy_nonoverlapping(s, dst, len);
-        } else {
-            let mut done = 0;
-            while done < len {
-                let n = PIECE.min(len - done);
-                core::ptr::copy_nonoverlapping(s.add(done), dst.add(done), n);
-                done += n;
-            }
         }
     }
 }

@@ -33,6 +33,25 @@ pub fn read_size(read_format: u64, members: usize) -> usize {
     }
 }
 
+/// The sample_type bits whose field is one u64 whatever the sample holds
+/// (`__perf_event_header_size` counts them once per event), but for the
+/// weight: its two bits (`WEIGHT`, `WEIGHT_STRUCT`) share one u64.
+const FIXED_FIELDS: u64 = st::IDENTIFIER
+    | st::IP
+    | st::TID
+    | st::TIME
+    | st::ADDR
+    | st::ID
+    | st::STREAM_ID
+    | st::CPU
+    | st::PERIOD
+    | st::DATA_SRC
+    | st::TRANSACTION
+    | st::PHYS_ADDR
+    | st::CGROUP
+    | st::DATA_PAGE_SIZE
+    | st::CODE_PAGE_SIZE;
+
 /// Computes the layout of `attr`'s sample of `data` (`perf_prepare_sample`).
 /// Never calls the AUX PMU: with `PERF_SAMPLE_AUX`, the AUX size is
 /// `min(65535 - header size, aux_sample_size)` rounded down to 8, then
@@ -51,26 +70,10 @@ pub fn prepare<S: SnapshotAux + ?Sized>(
     let has = |bit: u64| t & bit != 0;
     let mut layout = SampleLayout::default();
 
-    // The fixed part (event->header_size): every u64-sized field.
-    let fixed = [
-        st::IDENTIFIER,
-        st::IP,
-        st::TID,
-        st::TIME,
-        st::ADDR,
-        st::ID,
-        st::STREAM_ID,
-        st::CPU,
-        st::PERIOD,
-        st::WEIGHT_TYPE,
-        st::DATA_SRC,
-        st::TRANSACTION,
-        st::PHYS_ADDR,
-        st::CGROUP,
-        st::DATA_PAGE_SIZE,
-        st::CODE_PAGE_SIZE,
-    ];
-    let mut size: usize = 8 + 8 * fixed.iter().filter(|&&b| t & b != 0).count();
+    // The fixed part (event->header_size): the header and every u64-sized
+    // field, one word per bit of `FIXED_FIELDS` and one for either weight.
+    let fixed = (t & FIXED_FIELDS).count_ones() as usize + usize::from(has(st::WEIGHT_TYPE));
+    let mut size: usize = 8 + 8 * fixed;
     if has(st::READ) {
         size += read_size(attr.read_format, data.read.group.len());
     }
@@ -174,6 +177,31 @@ fn ustack_size(requested: u32, header_size: usize, available: usize) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fixed_fields_one_word_each_and_one_for_either_weight() {
+        let attr = |t: u64| {
+            let mut a = PerfEventAttr::new(136);
+            a.sample_type = t;
+            a
+        };
+        let size = |t: u64| {
+            prepare::<dyn SnapshotAux>(&attr(t), &SampleData::default(), None).map(|l| l.size)
+        };
+        assert_eq!(size(0), Ok(8));
+        assert_eq!(size(FIXED_FIELDS), Ok(8 + 8 * 15));
+        assert_eq!(size(FIXED_FIELDS | st::WEIGHT), Ok(8 + 8 * 16));
+        assert_eq!(size(st::WEIGHT_STRUCT), Ok(16));
+        // Both weight bits (perf_event_open refuses them together): still
+        // one word, as `__perf_event_header_size` counts it.
+        assert_eq!(size(st::WEIGHT_TYPE), Ok(16));
+        for bit in 0..64 {
+            let b = 1u64 << bit;
+            if FIXED_FIELDS & b != 0 {
+                assert_eq!(size(b), Ok(16), "bit {bit}");
+            }
+        }
+    }
 
     #[test]
     fn read_sizes() {
