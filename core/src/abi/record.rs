@@ -20,6 +20,26 @@ pub struct PerfEventHeader {
 const_assert_eq!(core::mem::size_of::<PerfEventHeader>(), 8);
 assert_offsets!(PerfEventHeader { type_ => header_offsets::TYPE, misc => header_offsets::MISC, size => header_offsets::SIZE });
 
+impl PerfEventHeader {
+    /// The header's 8 bytes as a record carries them (native byte order).
+    ///
+    /// ```
+    /// use perfaux::abi::{PerfEventHeader, record_type};
+    /// let h = PerfEventHeader { type_: record_type::SAMPLE, misc: 2, size: 48 };
+    /// let b = h.to_ne_bytes();
+    /// assert_eq!(&b[..4], &record_type::SAMPLE.to_ne_bytes());
+    /// assert_eq!(&b[4..6], &2u16.to_ne_bytes());
+    /// assert_eq!(&b[6..], &48u16.to_ne_bytes());
+    /// ```
+    #[inline(always)]
+    pub fn to_ne_bytes(self) -> [u8; 8] {
+        let [t0, t1, t2, t3] = self.type_.to_ne_bytes();
+        let [m0, m1] = self.misc.to_ne_bytes();
+        let [s0, s1] = self.size.to_ne_bytes();
+        [t0, t1, t2, t3, m0, m1, s0, s1]
+    }
+}
+
 mod header_offsets {
     pub const TYPE: usize = 0;
     pub const MISC: usize = 4;

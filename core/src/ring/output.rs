@@ -328,11 +328,7 @@ impl<H: NestHook> OutputHandle<'_, '_, H> {
     /// Copies a record header. Returns the bytes not copied.
     #[inline(always)]
     pub fn put_header(&mut self, h: PerfEventHeader) -> usize {
-        let mut b = [0u8; 8];
-        b[..4].copy_from_slice(&h.type_.to_ne_bytes());
-        b[4..6].copy_from_slice(&h.misc.to_ne_bytes());
-        b[6..].copy_from_slice(&h.size.to_ne_bytes());
-        self.copy(&b)
+        self.copy(&h.to_ne_bytes())
     }
 
     /// Copies a `sample_id` trailer (`perf_event__output_id_sample`).

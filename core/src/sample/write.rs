@@ -163,12 +163,13 @@ impl FieldBuffer {
     /// The buffer holding `header`.
     #[inline(always)]
     fn new(header: PerfEventHeader) -> Self {
-        let mut bytes = [0u8; 80];
-        bytes[..4].copy_from_slice(&header.type_.to_ne_bytes());
-        bytes[4..6].copy_from_slice(&header.misc.to_ne_bytes());
-        bytes[6..8].copy_from_slice(&header.size.to_ne_bytes());
-        // INVARIANT: the header's 8 bytes.
-        FieldBuffer { bytes, len: 8 }
+        let mut buf = FieldBuffer {
+            bytes: [0u8; 80],
+            len: 0,
+        };
+        buf.push(u64::from_ne_bytes(header.to_ne_bytes()));
+        // INVARIANT: the header's 8 bytes, pushed into the empty buffer.
+        buf
     }
 
     /// Appends `v`. The caller pushes at most the nine fields that fit.
