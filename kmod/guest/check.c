@@ -7,9 +7,10 @@
  * not perfaux_pt (the Rust module's, say).
  *
  * Cases: a snapshot-mode leader with cpu-clock and task-clock samplers
- * asking for 4 KiB and 64 KiB of AUX data (sizes by the kernel's rules,
- * payloads that decode as Intel PT with plausible TIP/FUP addresses and
- * TSCs that never go back); a full-trace leader read through
+ * asking for 4 KiB and 64 KiB of AUX data, the task moved to the next CPU
+ * every 10 ms (sizes by the kernel's rules, payloads that decode as Intel
+ * PT with plausible TIP/FUP addresses and TSCs that never go back, across
+ * the CPUs' tracers); a full-trace leader read through
  * aux_head/aux_tail and PERF_RECORD_AUX; aux_sample_size under a leader
  * without AUX (EINVAL); an AUX mmap on a software event (EOPNOTSUPP).
  *
@@ -95,6 +96,10 @@ struct decoded {
 	unsigned long kernel_ips, user_ips;
 	int tsc_back;       /* a TSC lower than the one before */
 	uint64_t last_tsc;
+	int in_psb;         /* between a PSB and its PSBEND */
+	size_t back_at;     /* the first TSC that went back: where, */
+	uint64_t back_from, back_to; /* from what, to what */
+	int back_in_psb;    /* and whether in a PSB+ */
 };
 
 static int plausible(uint64_t ip)
@@ -160,16 +165,24 @@ static int decode(const unsigned char *b, size_t n, struct decoded *d, uint64_t 
 				d->bad_at = i;
 				return 1;
 			}
-			if (b[i + 1] == 0x82)
+			if (b[i + 1] == 0x82) {
 				d->psbs++;
+				d->in_psb = 1;
+			} else if (b[i + 1] == 0x23) {
+				d->in_psb = 0;
+			}
 		} else if (c == 0x19) {
 			len = 8;
 			if (i + 8 <= n) {
 				uint64_t t = 0;
 
 				memcpy(&t, b + i + 1, 7);
-				if (t < d->last_tsc)
-					d->tsc_back++;
+				if (t < d->last_tsc && !d->tsc_back++) {
+					d->back_at = i;
+					d->back_from = d->last_tsc;
+					d->back_to = t;
+					d->back_in_psb = d->in_psb;
+				}
 				d->last_tsc = t;
 				d->tscs++;
 			}
@@ -396,6 +409,11 @@ static void check_sample(void *ctx, const unsigned char *r, size_t n)
 		one.bad++; /* a large snapshot of trace without a PSB */
 	if (one.bad || (exclude_kernel_check && one.kernel_ips))
 		diagnose(r + 8 + 5 * 8, aux, &one, synced);
+	if (one.tsc_back && getenv("DIAG_BAD"))
+		printf("DIAG TSC back at %zu of %llu (%s): %llu -> %llu (-%llu)\n", one.back_at,
+		       (unsigned long long)aux, one.back_in_psb ? "in PSB+" : "after PSBEND",
+		       (unsigned long long)one.back_from, (unsigned long long)one.back_to,
+		       (unsigned long long)(one.back_from - one.back_to));
 	c->d.packets += one.packets;
 	c->d.psbs += one.psbs;
 	c->d.tips += one.tips;
@@ -433,6 +451,27 @@ static void report_sample_check(const struct sample_check *c, int exclude_kernel
 		       d->tscs, d->kernel_ips, d->user_ips, lost_records);
 }
 
+static int on_cpu(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set);
+}
+
+/* Lets the task run on every CPU again. */
+static int on_every_cpu(void)
+{
+	cpu_set_t set;
+	int cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	CPU_ZERO(&set);
+	for (int cpu = 0; cpu < cpus; cpu++)
+		CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set);
+}
+
 static void snapshot_case(int type, int exclude_kernel)
 {
 	struct {
@@ -449,6 +488,7 @@ static void snapshot_case(int type, int exclude_kernel)
 	struct perf_event_attr a;
 	struct ring lr = { 0 };
 	int fds[2] = { -1, -1 };
+	int cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	int r;
 
 	memset(checks, 0, sizeof(checks));
@@ -490,7 +530,15 @@ static void snapshot_case(int type, int exclude_kernel)
 		FAIL("snapshot", "enable: %s", strerror(errno));
 		goto out;
 	}
+	/*
+	 * The per-task trace follows the task from CPU to CPU: each round
+	 * moves it to the next one, so one buffer holds every CPU's packets.
+	 */
 	for (int round = 0; round < 40; round++) {
+		if (on_cpu(round % cpus)) {
+			FAIL("snapshot", "sched_setaffinity(%d): %s", round % cpus, strerror(errno));
+			goto out;
+		}
 		workload(10);
 		read_records(&lr, check_sample, checks); /* keep up with the samples */
 	}
@@ -502,6 +550,7 @@ static void snapshot_case(int type, int exclude_kernel)
 	for (int i = 0; i < 2; i++)
 		report_sample_check(&checks[i], exclude_kernel);
 out:
+	on_every_cpu();
 	for (int i = 0; i < 2; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
@@ -991,15 +1040,6 @@ static void fault_task(int type, int do_exec)
 	printf("PASS %s: %lu samples of the child, %lu decode\n", name, t.samples, t.decoded);
 }
 
-static int on_cpu(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	return sched_setaffinity(0, sizeof(set), &set);
-}
-
 static void fault_inherit(int type, int unused)
 {
 	const char *name = "fault: fork with inherit";
@@ -1205,6 +1245,15 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printf("%s is PMU type %d\n", name_from_env("PERFAUX_PMU"), type);
+	if (argc > 2 && strcmp(argv[1], "--snapshot") == 0) {
+		/* The snapshot cases alone, n times: check --snapshot <n>. */
+		for (int n = atoi(argv[2]); n > 0; n--) {
+			snapshot_case(type, 0);
+			snapshot_case(type, 1);
+		}
+		printf(failures ? "%d FAILED\n" : "ALL PASS\n", failures);
+		return failures != 0;
+	}
 	if (argc > 2 && strcmp(argv[1], "--fault") == 0) {
 		/* One fault case alone: check --fault <key> (see fault_cases). */
 		fault_suite(type, argv[2]);

@@ -340,6 +340,15 @@ impl PacketStream {
     pub fn feed<S: PacketSink + ?Sized>(&mut self, event: TraceEvent, sink: &mut S) {
         self.events += 1;
         if self.since_psb >= self.psb_period {
+            // The PSB+ carries the TSC as it reads now: a Time event's, if
+            // that is what brought the PSB+ on. The clock held from before
+            // may be far behind it: a tracer's clock moves only while it
+            // traces, and a per-task trace comes to a CPU whose tracer last
+            // ran some other time (its PSB+ would put a TSC in the buffer
+            // lower than the other CPU's packets before it).
+            if let TraceEvent::Time(t) = event {
+                self.set_clock(t);
+            }
             self.flush_tnt(sink);
             self.psb_plus(sink);
         }
@@ -849,6 +858,23 @@ mod tests {
         s.feed(TraceEvent::Enable(0x40_0000), &mut out);
         let at = out.0.windows(8).position(|w| w[0] == 0x19).unwrap();
         assert_eq!(out.0[at..at + 8], tsc(0x1234));
+    }
+
+    #[test]
+    fn a_psb_due_at_a_time_event_carries_that_time() {
+        // A stream whose clock was set long ago (a tracer on a CPU the
+        // task comes back to): the PSB+ the new time brings on carries
+        // the new time, and the TSC after it too; no TSC goes back.
+        let mut s = PacketStream::with_config(256, RETCOMP);
+        let mut out = Bytes(Vec::new());
+        s.set_clock(0x1000);
+        s.feed(TraceEvent::Time(0x9000), &mut out);
+        let tscs: Vec<_> = (0..out.0.len())
+            .filter(|&i| out.0[i] == 0x19 && out.0.len() >= i + 8)
+            .map(|i| &out.0[i..i + 8])
+            .collect();
+        assert_eq!(out.0[..16], PSB);
+        assert_eq!(tscs, [tsc(0x9000), tsc(0x9000)], "{:02x?}", out.0);
     }
 
     #[test]
