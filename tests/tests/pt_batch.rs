@@ -5,11 +5,18 @@
 //! STOP region, report the same lost events, PMIs and status, and leave the
 //! output at the same position. Programs cross region ends, END links, a
 //! STOP region and PSB periods, and hold every kind of event.
+//!
+//! And both against the packet generator alone: the bytes the tracer
+//! writes (its fast path straight into the ToPA window, and the general
+//! one event by event) are those `PacketStream::feed` makes for the same
+//! program.
 
 use proptest::prelude::*;
 
 use perfaux::pt::packet::ExecMode;
-use perfaux::pt::stream::TraceEvent;
+use std::cell::RefCell;
+
+use perfaux::pt::stream::{PacketSink, PacketStream, TraceEvent};
 use perfaux::pt::topa::{IdentityMap, Topa, TopaPosition, TopaTable};
 use perfaux::pt::tracer::{SoftTracer, TraceHw};
 use perfaux_tests::mem::AuxMemory;
@@ -114,6 +121,48 @@ fn run(program: &[TraceEvent], stop: bool, runs: &[usize]) -> Outcome {
     }
 }
 
+/// Collects what a tracer's tap sees, or what a packet generator makes.
+struct Bytes(Vec<u8>);
+
+impl PacketSink for Bytes {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+}
+
+/// The bytes the tracer writes for `program` (read through its tap), traced
+/// in runs of the given lengths (cycled), through ToPA over four scattered
+/// 4 KiB regions with a PSB+ every 256 bytes; and the bytes
+/// `PacketStream::feed` makes for it with the tracer's configuration.
+fn tracer_and_generator(program: &[TraceEvent], runs: &[usize]) -> (Vec<u8>, Vec<u8>) {
+    let aux = AuxMemory::scattered(4);
+    let mut tables = vec![TopaTable::new(); 1];
+    let topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).unwrap();
+    let tap = RefCell::new(Bytes(Vec::new()));
+    let tracer = SoftTracer::new(&IdentityMap, 256);
+    tracer.set_tap(Some(&tap));
+    tracer.set_topa(true);
+    let base = std::ptr::from_ref(&topa.tables()[0]) as u64;
+    tracer.set_output(base, TopaPosition::default().mask_ptrs());
+    tracer.enable();
+    let mut rest = program;
+    for &n in runs.iter().cycle() {
+        if rest.is_empty() {
+            break;
+        }
+        let (now, later) = rest.split_at(n.min(rest.len()));
+        tracer.trace_all(now);
+        rest = later;
+    }
+    tracer.set_tap(None);
+    let mut generator = PacketStream::with_config(256, tracer.config());
+    let mut made = Bytes(Vec::new());
+    for &e in program {
+        generator.feed(e, &mut made);
+    }
+    (tap.into_inner().0, made.0)
+}
+
 /// Any trace event, mostly those of straight-line code (branches, calls,
 /// returns), with addresses near each other and far apart.
 fn event() -> impl Strategy<Value = TraceEvent> {
@@ -161,6 +210,66 @@ proptest! {
         let one_by_one = run(&program, stop, &[]);
         let batched = run(&program, stop, &runs);
         prop_assert_eq!(&batched, &one_by_one, "{}", first_difference(&batched, &one_by_one));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn the_tracer_writes_what_the_packet_generator_makes(
+        program in proptest::collection::vec(event(), 1..6000),
+        runs in proptest::collection::vec(1usize..700, 1..8),
+    ) {
+        let mut program = program;
+        program.insert(0, TraceEvent::Enable(0x40_0000));
+        let (written, made) = tracer_and_generator(&program, &runs);
+        let at = written.iter().zip(&made).position(|(a, b)| a != b);
+        prop_assert!(
+            written == made,
+            "{} bytes written, {} made, first difference at {:?}",
+            written.len(),
+            made.len(),
+            at
+        );
+    }
+}
+
+/// A program's mix (three in four conditional branches, indirect branches,
+/// timestamps, the odd call and return) in long runs: the fast path's own
+/// ground, through every region end, END link and PSB+ of the output.
+#[test]
+fn a_program_mix_writes_what_the_packet_generator_makes() {
+    let mut state = 0x1234_5678u64;
+    let mut next = || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        state >> 33
+    };
+    let program: Vec<TraceEvent> = std::iter::once(TraceEvent::Enable(0x40_0000))
+        .chain((0..200_000).map(|_| match next() % 32 {
+            0..=23 => TraceEvent::Conditional {
+                taken: next() % 2 == 0,
+                next: 0x40_0000 + next() % 0x1000,
+            },
+            24..=27 => TraceEvent::Indirect {
+                target: 0x40_0000 + (next() % 0x10000) * 16,
+            },
+            28 => TraceEvent::Call {
+                target: 0x40_8000,
+                ret: 0x40_0100,
+                indirect: next() % 2 == 0,
+            },
+            29 => TraceEvent::Return { target: 0x40_0100 },
+            30 => TraceEvent::Jump { target: 0x40_2000 },
+            _ => TraceEvent::Time(next()),
+        }))
+        .collect();
+    for runs in [[program.len()], [4096], [1]] {
+        let (written, made) = tracer_and_generator(&program, &runs);
+        assert!(written.len() > 100_000, "{} bytes", written.len());
+        assert!(written == made, "runs of {runs:?}: the bytes differ");
     }
 }
 

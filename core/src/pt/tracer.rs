@@ -21,7 +21,7 @@ use core::ops::Range;
 use crate::sync::{LocalBool, LocalPtr, LocalU32, LocalU64, barrier, copy_to_memory};
 
 use super::config::{PtConfig, rtit_ctl};
-use super::stream::{PacketSink, PacketStream, TraceEvent};
+use super::stream::{DIRECT_EVENT_MAX, DirectOutput, PacketSink, PacketStream, TraceEvent};
 use super::topa::{PhysMap, TENTS_PER_PAGE, TopaEntry, TopaPosition, TopaTable};
 
 /// `RTIT_STATUS.Stopped` (bit 5).
@@ -250,9 +250,12 @@ impl<'p> SoftTracer<'p> {
     /// is looked at, so a PMI between two events sees the same output
     /// position, status and trace as it would between two `trace` calls.
     /// What is shared is the work around the events: the packet generator
-    /// is taken once for the run (not once an event), and the driver's
-    /// MSR state is read again only when a PMI has written it (a new output
-    /// generation).
+    /// is taken once for the run (not once an event), the driver's MSR
+    /// state is read again only when a PMI has written it (a new output
+    /// generation), and the events a program makes every few instructions
+    /// (branches, calls, returns, timestamps) go through the generator's
+    /// fast path straight into the current ToPA region, each committed at
+    /// its end as any other.
     ///
     /// This is how a tracer fed from a recorded or simulated instruction
     /// stream goes fastest.
@@ -335,6 +338,23 @@ impl<'p> SoftTracer<'p> {
                 stream.set_clock(self.clock.load());
                 out.reload();
             }
+            // The events a program makes every few instructions, straight
+            // into the window while it has room, committed one by one.
+            if out.direct_ready() {
+                let run = stream.feed_direct(rest, &mut out);
+                rest = rest.get(run.fed..).unwrap_or_default();
+                index += run.fed as u64;
+                if let Some((n, pending)) = run.uncommitted {
+                    // A PMI moved the output inside the last event: its
+                    // bytes go out again where the output is now.
+                    out.adopt_direct(n);
+                    self.end_event(stream, &mut out, pending, index - 1);
+                    self.packet_bytes.store(stream.packet_bytes().min(0x1_ffff));
+                }
+                if run.fed > 0 {
+                    continue;
+                }
+            }
             // A loop's worth of conditional branches, a bit each, checking
             // for a PMI's write between them as above.
             if let TraceEvent::Conditional { .. } = event {
@@ -352,20 +372,7 @@ impl<'p> SoftTracer<'p> {
             }
             let pending = stream.unwritten_events();
             stream.feed(event, &mut out);
-            let delivered = out.end_event();
-            if self.halted.load() {
-                // The output stopped in this event's packets. Lost: the
-                // events whose outcomes were in the dropped packets (those
-                // pending before, and this one), or, when the packets fit,
-                // those still pending in the generator; the stream starts
-                // over.
-                let first = if delivered {
-                    (index + 1).saturating_sub(stream.unwritten_events())
-                } else {
-                    index.saturating_sub(pending)
-                };
-                self.resync(stream, first..index + 1);
-            }
+            self.end_event(stream, &mut out, pending, index);
             index += 1;
             self.packet_bytes.store(stream.packet_bytes().min(0x1_ffff));
         }
@@ -375,6 +382,33 @@ impl<'p> SoftTracer<'p> {
         barrier();
         self.writing.store(false);
         rest
+    }
+
+    /// Ends the trace event `index`, whose packets went to `out` and which
+    /// left `pending` events unwritten before it (see
+    /// [`PacketStream::unwritten_events`]): writes what is left of its
+    /// packets, and starts the stream over if the output stopped in them.
+    #[inline(always)]
+    fn end_event(
+        &self,
+        stream: &mut PacketStream,
+        out: &mut Output<'_, 'p>,
+        pending: u64,
+        index: u64,
+    ) {
+        let delivered = out.end_event();
+        if self.halted.load() {
+            // The output stopped in this event's packets. Lost: the events
+            // whose outcomes were in the dropped packets (those pending
+            // before, and this one), or, when the packets fit, those still
+            // pending in the generator; the stream starts over.
+            let first = if delivered {
+                (index + 1).saturating_sub(stream.unwritten_events())
+            } else {
+                index.saturating_sub(pending)
+            };
+            self.resync(stream, first..index + 1);
+        }
     }
 
     /// The packet generator to write with, from `slot`: a new one when the
@@ -924,6 +958,67 @@ impl<'t, 'p> Output<'t, 'p> {
     #[inline]
     fn close(self) {
         self.store();
+    }
+
+    /// Whether the next event can go straight into the window by
+    /// [`PacketStream::feed_direct`]: nothing of an event is held, and the
+    /// window has room for the most any event writes.
+    #[inline(always)]
+    fn direct_ready(&self) -> bool {
+        self.len == 0 && self.room > UNIT_CAP as u64
+    }
+
+    /// The `n` bytes a direct run wrote at the window for its last event,
+    /// which did not commit, are the current event's (direct): ending it
+    /// writes them again through the unit buffer (see `flush`).
+    fn adopt_direct(&mut self, n: usize) {
+        self.len = n;
+        self.direct = true;
+    }
+}
+
+// A direct run's events fit where `direct_ready` lets it write.
+const _: () = assert!(DIRECT_EVENT_MAX <= UNIT_CAP);
+
+impl DirectOutput for Output<'_, '_> {
+    #[inline(always)]
+    fn window(&mut self) -> Option<*mut u8> {
+        // The generation is read again before every event: a PMI inside the
+        // last one's commit may have written the output MSRs.
+        (self.room > UNIT_CAP as u64 && self.tracer.generation.load() == self.mark.generation)
+            .then_some(self.window)
+    }
+
+    #[inline(always)]
+    fn go_on(&mut self) -> bool {
+        self.tracer.generation.load() == self.mark.generation
+    }
+
+    #[inline(always)]
+    fn packet_written(&mut self) {
+        if let Some(f) = self.tracer.interrupt.get() {
+            f();
+        }
+    }
+
+    #[inline(always)]
+    fn commit(&mut self, n: usize, packet_bytes: u64) -> bool {
+        if !self.tracer.commit(self.mark, self.window, n) {
+            return false;
+        }
+        self.window = self.window.wrapping_add(n);
+        self.room -= n as u64;
+        self.mark.mask_ptrs += (n as u64) << 32;
+        // What `status` reports from here on (see `packet_bytes`).
+        self.tracer.packet_bytes.store(packet_bytes.min(0x1_ffff));
+        true
+    }
+
+    #[inline(always)]
+    fn clock(&mut self, tsc: u64) {
+        // The stream's clock moves with it; this is the tracer's, which a
+        // stream takes after a PMI's write (see `trace_run`).
+        self.tracer.clock.store(tsc);
     }
 }
 

@@ -36,6 +36,10 @@
 //! assert_eq!(&out.0[out.0.len() - 5..], &[0b110, 0x3d, 0x10, 0x10, 0x01]);
 //! ```
 
+mod direct;
+
+pub(crate) use direct::{DIRECT_EVENT_MAX, DirectOutput};
+
 use super::config::PtConfig;
 use super::packet::{
     ExecMode, IpCompressor, IpPacket, LONG_TNT_MAX, OVF, PAD, PSB, PSBEND, SHORT_TNT_MAX, cbr,

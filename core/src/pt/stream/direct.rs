@@ -1,0 +1,526 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! The packet generator's fast path: a run of the events a program makes
+//! every few instructions (conditional branches, jumps, calls, returns,
+//! indirect branches, timestamps), written straight into the tracer's
+//! output window.
+//!
+//! [`PacketStream::feed`] makes the same packets for these events (the
+//! tests compare the two byte for byte). It goes through a [`PacketSink`]
+//! one packet at a time, so that every field of the generator lives in
+//! memory: a write through the sink may alias any of them, and the
+//! compiler loads and stores them again around each packet. Here the
+//! generator's state is held in locals for the whole run and stored back
+//! once at its end, and an event that makes no packet (a conditional
+//! branch's TNT bit, a direct jump) touches no memory but the event.
+//!
+//! [`PacketSink`]: super::PacketSink
+
+use super::{PacketStream, TraceEvent};
+use crate::pt::packet::{IpPacket, LONG_TNT_MAX, SHORT_TNT_MAX, long_tnt, short_tnt, tsc};
+
+/// The most bytes one event of a direct run writes: a long TNT (8 bytes)
+/// flushed before a TIP with the full IP (9 bytes).
+pub(crate) const DIRECT_EVENT_MAX: usize = 17;
+
+/// The output a direct run writes into: the tracer's write window.
+pub(crate) trait DirectOutput {
+    /// Where the next event's packets go, with room for
+    /// [`DIRECT_EVENT_MAX`] bytes there; `None` ends the run (the window is
+    /// nearly full, or a PMI wrote the output MSRs since the last event).
+    fn window(&mut self) -> Option<*mut u8>;
+
+    /// Whether the run goes on to the next event: no PMI wrote the output
+    /// MSRs since the run began (for events that write nothing).
+    fn go_on(&mut self) -> bool;
+
+    /// A packet of the current event was written: where a PMI may arrive in
+    /// the middle of an event (the tracer's interrupt hook, in tests).
+    fn packet_written(&mut self);
+
+    /// The current event's `n` packet bytes at the window are complete;
+    /// `packet_bytes` is `PacketByteCnt` after them. Returns `false`, with
+    /// nothing done, when a PMI moved the output since
+    /// [`window`](Self::window): the bytes are not output.
+    fn commit(&mut self, n: usize, packet_bytes: u64) -> bool;
+
+    /// A timestamp event: the tracer's clock now reads `tsc`.
+    fn clock(&mut self, tsc: u64);
+}
+
+/// How a direct run ended.
+pub(crate) struct DirectRun {
+    /// The events fed to the generator, from the start of the run.
+    pub fed: usize,
+    /// The last event fed wrote this many bytes at the window and they did
+    /// not commit (a PMI moved the output in the middle of the event),
+    /// with the events a decoder could not walk past before that event
+    /// (see [`PacketStream::unwritten_events`]). The caller writes the
+    /// bytes again where the output is now.
+    pub uncommitted: Option<(usize, u64)>,
+}
+
+/// The current event's packets, written at `at` (the window, which holds
+/// [`DIRECT_EVENT_MAX`] bytes): their length so far.
+struct EventBytes {
+    at: *mut u8,
+    len: usize,
+}
+
+impl EventBytes {
+    /// Appends the packet of `n` bytes (at most 8) held in `packet`, first
+    /// byte lowest, straight from the register: a packet built in a
+    /// register and copied through memory would be stored and loaded back.
+    ///
+    /// # Safety
+    /// `at` holds [`DIRECT_EVENT_MAX`] writable bytes, and the event's
+    /// packets, this one among them, take no more.
+    #[inline(always)]
+    unsafe fn put<O: DirectOutput>(&mut self, packet: u64, n: usize, out: &mut O) {
+        // SAFETY: `at + len .. at + len + n` lies within the
+        // `DIRECT_EVENT_MAX` writable bytes at `at` (the caller's contract);
+        // each store below covers a part of it (two overlapping ones where
+        // `n` is not a power of two), and together all of it.
+        unsafe {
+            let dst = self.at.add(self.len);
+            match n {
+                8 => dst.cast::<u64>().write_unaligned(packet),
+                4.. => {
+                    dst.cast::<u32>().write_unaligned(packet as u32);
+                    dst.add(n - 4)
+                        .cast::<u32>()
+                        .write_unaligned((packet >> (8 * (n - 4))) as u32);
+                }
+                2.. => {
+                    dst.cast::<u16>().write_unaligned(packet as u16);
+                    dst.add(n - 2)
+                        .cast::<u16>()
+                        .write_unaligned((packet >> (8 * (n - 2))) as u16);
+                }
+                _ => dst.write(packet as u8),
+            }
+        }
+        self.len += n;
+        out.packet_written();
+    }
+}
+
+impl PacketStream {
+    /// Feeds the events at the start of `events` as [`feed`](Self::feed)
+    /// would, while each is a conditional branch, a jump, a call, a return,
+    /// an indirect branch or a timestamp and no PSB+ is due, writing each
+    /// event's packets at `out`'s window and committing them at the
+    /// event's end. The run stops before any other event, before a PSB+,
+    /// before a conditional branch that fills a long TNT, when `out` has no
+    /// window for the next event, and after an event whose bytes did not
+    /// commit. Packet generation must be on with branch packets (else
+    /// nothing is fed).
+    ///
+    /// Only the TNT bits and the PSB byte count are held in registers for
+    /// the run; the rest of the generator's state, which an event touches
+    /// at most once, stays in `self`.
+    #[inline(always)]
+    pub(crate) fn feed_direct<O: DirectOutput>(
+        &mut self,
+        events: &[TraceEvent],
+        out: &mut O,
+    ) -> DirectRun {
+        let mut run = DirectRun {
+            fed: 0,
+            uncommitted: None,
+        };
+        if !(self.enabled && self.config.branches) {
+            return run;
+        }
+        let (mut bits, mut count, mut since_psb) = (self.tnt_bits, self.tnt_count, self.since_psb);
+        // Every event of the run is fed: event `i` of the run is the
+        // stream's event `first + i`.
+        let first = self.events;
+
+        // The pending TNT bits as a packet, before any other packet of the
+        // event (`PacketStream::flush_tnt`, but for `covered`: the callers
+        // set it).
+        macro_rules! put_tnt {
+            ($bytes:expr) => {
+                if count > 0 {
+                    if count <= SHORT_TNT_MAX {
+                        // SAFETY: the event's packets fit the window
+                        // (`DIRECT_EVENT_MAX`); as for every `put` below.
+                        unsafe { $bytes.put(short_tnt(bits as u8, count).into(), 1, out) };
+                        since_psb += 1;
+                    } else {
+                        // SAFETY: as above.
+                        unsafe { $bytes.put(u64::from_le_bytes(long_tnt(bits, count)), 8, out) };
+                        since_psb += 8;
+                    }
+                    bits = 0;
+                    count = 0;
+                }
+            };
+        }
+        // A TIP to `target` after the pending bits (`PacketStream::tip`): a
+        // decoder walks up to it, past this event (`$index`) and the bits'
+        // branches before it.
+        macro_rules! tip {
+            ($bytes:expr, $target:expr, $index:expr) => {
+                put_tnt!($bytes);
+                let (packet, n) = self.ip.encode_packed(IpPacket::Tip, Some($target));
+                let word = u64::from_le_bytes(*packet.first_chunk().unwrap_or(&[0; 8]));
+                if n <= 8 {
+                    // SAFETY: as above.
+                    unsafe { $bytes.put(word, n, out) };
+                } else {
+                    // The full IP: the header, then the 8 bytes of the IP.
+                    // SAFETY: as above.
+                    unsafe {
+                        $bytes.put(word, 1, out);
+                        $bytes.put(
+                            u64::from_le_bytes(*packet[1..].first_chunk().unwrap_or(&[0; 8])),
+                            8,
+                            out,
+                        );
+                    }
+                }
+                since_psb += n as u64;
+                self.covered = $index + 1;
+            };
+        }
+
+        let mut i = 0;
+        while let Some(event) = events.get(i) {
+            // `since_psb` starts below the period here and an event adds at
+            // most DIRECT_EVENT_MAX: the sums below cannot overflow.
+            if since_psb >= self.psb_period {
+                break;
+            }
+            if let TraceEvent::Conditional { .. } = *event {
+                // A loop's worth of conditional branches: a bit each, and
+                // nothing else but the check for a PMI between two. The run
+                // ends one bit short of a full long TNT (the bit that fills
+                // it emits it: `feed`'s), so one bound covers that and the
+                // end of the events.
+                let ahead = events.get(i..).unwrap_or_default();
+                let ahead = ahead
+                    .get(..usize::from(LONG_TNT_MAX - 1 - count))
+                    .unwrap_or(ahead);
+                let mut n: usize = 0;
+                for event in ahead {
+                    let TraceEvent::Conditional { taken, .. } = *event else {
+                        break;
+                    };
+                    if !out.go_on() {
+                        break;
+                    }
+                    bits = (bits << 1) | u64::from(taken);
+                    n += 1;
+                }
+                // Execution goes on where the last of them leads.
+                let Some(&TraceEvent::Conditional { next, .. }) =
+                    n.checked_sub(1).and_then(|last| ahead.get(last))
+                else {
+                    break;
+                };
+                count += n as u8;
+                i += n;
+                self.last_bit = first + i as u64 - 1;
+                self.current_ip = next;
+                continue;
+            }
+            let Some(at) = out.window() else {
+                break;
+            };
+            let index = first + i as u64;
+            let mut bytes = EventBytes { at, len: 0 };
+            let pending = index - self.covered;
+            // The commonest event with a packet first, by a compare and a
+            // branch, before the table for the rest.
+            if let TraceEvent::Indirect { target } = *event {
+                tip!(bytes, target, index);
+                self.current_ip = target;
+            } else {
+                match *event {
+                    TraceEvent::Time(t) => {
+                        out.clock(t);
+                        self.clock = t & ((1 << 56) - 1);
+                        if self.config.tsc {
+                            // The bits' branches are walked past once they are
+                            // out (`PacketStream::flush_tnt`).
+                            if count > 0 {
+                                self.covered = self.covered.max(self.last_bit + 1);
+                            }
+                            put_tnt!(bytes);
+                            // SAFETY: as above.
+                            unsafe { bytes.put(u64::from_le_bytes(tsc(self.clock)), 8, out) };
+                            since_psb += 8;
+                        }
+                    }
+                    TraceEvent::Jump { target } => self.current_ip = target,
+                    TraceEvent::Call {
+                        target,
+                        ret,
+                        indirect,
+                    } => {
+                        if indirect {
+                            tip!(bytes, target, index);
+                        }
+                        self.returns.push(ret);
+                        self.current_ip = target;
+                    }
+                    TraceEvent::Return { target } => {
+                        // A compressed return is a TNT bit: as a conditional
+                        // branch's, one that fills a long TNT is `feed`'s.
+                        if count + 1 >= LONG_TNT_MAX {
+                            break;
+                        }
+                        if self.config.return_compression && self.returns.pop_is(target) {
+                            self.last_bit = index;
+                            bits = (bits << 1) | 1;
+                            count += 1;
+                        } else {
+                            tip!(bytes, target, index);
+                        }
+                        self.current_ip = target;
+                    }
+                    _ => break,
+                }
+            }
+            i += 1;
+            if bytes.len > 0 && !out.commit(bytes.len, since_psb) {
+                run.uncommitted = Some((bytes.len, pending));
+                break;
+            }
+        }
+        run.fed = i;
+        self.tnt_bits = bits;
+        self.tnt_count = count;
+        self.since_psb = since_psb;
+        self.events = first + i as u64;
+        run
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::format;
+    use std::vec::Vec;
+
+    use super::*;
+    use crate::pt::config::PtConfig;
+    use crate::pt::stream::PacketSink;
+
+    struct Bytes(Vec<u8>);
+
+    impl PacketSink for Bytes {
+        fn write(&mut self, bytes: &[u8]) {
+            self.0.extend_from_slice(bytes);
+        }
+    }
+
+    /// A window of one event's room (`buf`, which the test owns: a
+    /// window's memory is never the output's own), whose commits append to
+    /// `out`; the commit numbered `fail_at` (from 1) fails.
+    struct Window {
+        buf: *mut u8,
+        out: Vec<u8>,
+        commits: usize,
+        fail_at: Option<usize>,
+        packets: usize,
+    }
+
+    impl DirectOutput for Window {
+        fn window(&mut self) -> Option<*mut u8> {
+            Some(self.buf)
+        }
+        fn go_on(&mut self) -> bool {
+            true
+        }
+        fn packet_written(&mut self) {
+            self.packets += 1;
+        }
+        fn commit(&mut self, n: usize, packet_bytes: u64) -> bool {
+            self.commits += 1;
+            if self.fail_at == Some(self.commits) {
+                return false;
+            }
+            // SAFETY: `buf` is the test's 64 bytes, of which the event wrote
+            // the first `n <= DIRECT_EVENT_MAX`.
+            self.out
+                .extend_from_slice(unsafe { core::slice::from_raw_parts(self.buf, n) });
+            assert!(packet_bytes > 0);
+            true
+        }
+        fn clock(&mut self, _: u64) {}
+    }
+
+    /// A program of the events `feed_direct` takes, and some it leaves to
+    /// `feed`, from a seed.
+    fn program(seed: u64, len: usize) -> Vec<TraceEvent> {
+        let mut state = seed;
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            state >> 33
+        };
+        let ip = move |r: u64| match r % 4 {
+            0 => 0x40_0000 + r % 0x100,
+            1 => 0x40_0000 + r % 0x100_0000,
+            2 => 0xffff_ffff_8100_0000 + r % 0x1000,
+            _ => r << 20,
+        };
+        let mut events = Vec::from([TraceEvent::Enable(0x40_0000)]);
+        // The calls' return addresses: most returns go back to the newest.
+        let mut calls = Vec::new();
+        for _ in 0..len {
+            let r = next();
+            let (a, b) = (ip(next()), ip(next()));
+            let back = match (r % 40, r % 5) {
+                (30..=32, 1..) => calls.pop().unwrap_or(b),
+                _ => b,
+            };
+            if let 28..=29 = r % 40 {
+                calls.push(b);
+            }
+            events.push(match r % 40 {
+                0..=23 => TraceEvent::Conditional {
+                    taken: r & 64 != 0,
+                    next: a,
+                },
+                24..=27 => TraceEvent::Indirect { target: a },
+                28..=29 => TraceEvent::Call {
+                    target: a,
+                    ret: b,
+                    indirect: r & 64 != 0,
+                },
+                30..=32 => TraceEvent::Return { target: back },
+                33 => TraceEvent::Jump { target: a },
+                34..=35 => TraceEvent::Time(next()),
+                36 => TraceEvent::Async {
+                    from: a,
+                    to: Some(b),
+                },
+                37 => TraceEvent::Disable(None),
+                38 => TraceEvent::Enable(a),
+                _ => TraceEvent::Mode(crate::pt::packet::ExecMode::Bits64),
+            });
+        }
+        events
+    }
+
+    #[test]
+    fn a_direct_run_makes_what_feed_makes() {
+        // Miri checks the raw writes on a few programs; the rest is for the
+        // packets.
+        let (seeds, len) = if cfg!(miri) { (1, 200) } else { (64, 3000) };
+        for seed in 0..seeds {
+            for tsc in [false, true] {
+                let config = PtConfig {
+                    tsc,
+                    return_compression: seed % 3 != 0,
+                    ..PtConfig::default()
+                };
+                let events = program(seed, len);
+                let mut reference = PacketStream::with_config(256, config);
+                let mut made = Bytes(Vec::new());
+                let mut direct = PacketStream::with_config(256, config);
+                let mut buf = [0u8; 64];
+                let mut window = Window {
+                    buf: buf.as_mut_ptr(),
+                    out: Vec::new(),
+                    commits: 0,
+                    fail_at: None,
+                    packets: 0,
+                };
+                let mut rest = &events[..];
+                while !rest.is_empty() {
+                    let run = direct.feed_direct(rest, &mut window);
+                    assert!(run.uncommitted.is_none());
+                    for &e in &rest[..run.fed] {
+                        reference.feed(e, &mut made);
+                    }
+                    rest = &rest[run.fed..];
+                    // The event the run stopped at goes through `feed`.
+                    if let Some((&e, after)) = rest.split_first() {
+                        reference.feed(e, &mut made);
+                        let mut general = Bytes(Vec::new());
+                        direct.feed(e, &mut general);
+                        window.out.extend_from_slice(&general.0);
+                        rest = after;
+                    }
+                    if !cfg!(miri) {
+                        assert_eq!(
+                            format!("{direct:?}"),
+                            format!("{reference:?}"),
+                            "seed {seed}"
+                        );
+                    }
+                }
+                assert_eq!(
+                    format!("{direct:?}"),
+                    format!("{reference:?}"),
+                    "seed {seed}"
+                );
+                assert_eq!(window.out, made.0, "seed {seed}, tsc {tsc}");
+                assert!(
+                    window.packets > len / 10,
+                    "seed {seed}: {} packets",
+                    window.packets
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn an_uncommitted_event_is_reported_with_what_was_pending_before_it() {
+        let config = PtConfig::default();
+        let events = program(7, 2000);
+        let fail_ats: &[usize] = if cfg!(miri) {
+            &[3]
+        } else {
+            &[1, 2, 5, 40, 100]
+        };
+        for &fail_at in fail_ats {
+            let mut reference = PacketStream::with_config(256, config);
+            let mut made = Bytes(Vec::new());
+            let mut direct = PacketStream::with_config(256, config);
+            let mut buf = [0u8; 64];
+            let mut window = Window {
+                buf: buf.as_mut_ptr(),
+                out: Vec::new(),
+                commits: 0,
+                fail_at: Some(fail_at),
+                packets: 0,
+            };
+            let mut rest = &events[..];
+            loop {
+                let Some((&e, after)) = rest.split_first() else {
+                    panic!("no commit failed (fail_at {fail_at})");
+                };
+                let run = direct.feed_direct(rest, &mut window);
+                for &e in &rest[..run.fed.saturating_sub(1)] {
+                    reference.feed(e, &mut made);
+                }
+                if let Some((n, pending)) = run.uncommitted {
+                    // The failed event's bytes are the window's first `n`,
+                    // the ones `feed` makes for it; `pending` is what was
+                    // unwritten before it.
+                    assert_eq!(pending, reference.unwritten_events());
+                    let before = made.0.len();
+                    reference.feed(rest[run.fed - 1], &mut made);
+                    assert_eq!(buf[..n], made.0[before..], "fail_at {fail_at}");
+                    assert_eq!(format!("{direct:?}"), format!("{reference:?}"));
+                    break;
+                }
+                if run.fed > 0 {
+                    reference.feed(rest[run.fed - 1], &mut made);
+                    rest = &rest[run.fed..];
+                    continue;
+                }
+                reference.feed(e, &mut made);
+                let mut general = Bytes(Vec::new());
+                direct.feed(e, &mut general);
+                rest = after;
+            }
+        }
+    }
+}
