@@ -76,6 +76,29 @@ fn first_difference(a: &Outcome, b: &Outcome) -> String {
     }
 }
 
+/// Starts `tracer` on `topa`'s first region; returns its table's address.
+fn start(tracer: &SoftTracer<'_>, topa: &Topa<'_>) -> u64 {
+    tracer.set_topa(true);
+    let base = std::ptr::from_ref(&topa.tables()[0]) as u64;
+    tracer.set_output(base, TopaPosition::default().mask_ptrs());
+    tracer.enable();
+    base
+}
+
+/// Traces `program` in `trace_all` runs of the lengths `runs` gives
+/// (cycled).
+fn trace_in_runs(tracer: &SoftTracer<'_>, program: &[TraceEvent], runs: &[usize]) {
+    let mut rest = program;
+    for &n in runs.iter().cycle() {
+        if rest.is_empty() {
+            break;
+        }
+        let (now, later) = rest.split_at(n.min(rest.len()));
+        tracer.trace_all(now);
+        rest = later;
+    }
+}
+
 /// Traces `program` through ToPA over four scattered 4 KiB regions (the
 /// third INT + STOP when `stop`, so the output stops there), with a PSB+
 /// every 256 bytes: one event at a time when `runs` is empty, else in runs
@@ -88,24 +111,13 @@ fn run(program: &[TraceEvent], stop: bool, runs: &[usize]) -> Outcome {
         topa.mark(0, 2, true, true);
     }
     let tracer = SoftTracer::new(&IdentityMap, 256);
-    tracer.set_topa(true);
-    let base = std::ptr::from_ref(&topa.tables()[0]) as u64;
-    tracer.set_output(base, TopaPosition::default().mask_ptrs());
-    tracer.enable();
+    let base = start(&tracer, &topa);
     if runs.is_empty() {
         for &e in program {
             tracer.trace(e);
         }
     } else {
-        let mut rest = program;
-        for &n in runs.iter().cycle() {
-            if rest.is_empty() {
-                break;
-            }
-            let (now, later) = rest.split_at(n.min(rest.len()));
-            tracer.trace_all(now);
-            rest = later;
-        }
+        trace_in_runs(&tracer, program, runs);
     }
     Outcome {
         aux: (0..aux.size()).map(|i| aux.byte(i)).collect(),
@@ -141,19 +153,8 @@ fn tracer_and_generator(program: &[TraceEvent], runs: &[usize]) -> (Vec<u8>, Vec
     let tap = RefCell::new(Bytes(Vec::new()));
     let tracer = SoftTracer::new(&IdentityMap, 256);
     tracer.set_tap(Some(&tap));
-    tracer.set_topa(true);
-    let base = std::ptr::from_ref(&topa.tables()[0]) as u64;
-    tracer.set_output(base, TopaPosition::default().mask_ptrs());
-    tracer.enable();
-    let mut rest = program;
-    for &n in runs.iter().cycle() {
-        if rest.is_empty() {
-            break;
-        }
-        let (now, later) = rest.split_at(n.min(rest.len()));
-        tracer.trace_all(now);
-        rest = later;
-    }
+    start(&tracer, &topa);
+    trace_in_runs(&tracer, program, runs);
     tracer.set_tap(None);
     let mut generator = PacketStream::with_config(256, tracer.config());
     let mut made = Bytes(Vec::new());

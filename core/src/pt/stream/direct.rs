@@ -306,15 +306,7 @@ mod tests {
 
     use super::*;
     use crate::pt::config::PtConfig;
-    use crate::pt::stream::PacketSink;
-
-    struct Bytes(Vec<u8>);
-
-    impl PacketSink for Bytes {
-        fn write(&mut self, bytes: &[u8]) {
-            self.0.extend_from_slice(bytes);
-        }
-    }
+    use crate::pt::stream::tests::Bytes;
 
     /// A window of one event's room (`buf`, which the test owns: a
     /// window's memory is never the output's own), whose commits append to
@@ -325,6 +317,19 @@ mod tests {
         commits: usize,
         fail_at: Option<usize>,
         packets: usize,
+    }
+
+    impl Window {
+        /// A window over `buf` whose commit numbered `fail_at` fails.
+        fn over(buf: &mut [u8; 64], fail_at: Option<usize>) -> Window {
+            Window {
+                buf: buf.as_mut_ptr(),
+                out: Vec::new(),
+                commits: 0,
+                fail_at,
+                packets: 0,
+            }
+        }
     }
 
     impl DirectOutput for Window {
@@ -424,13 +429,7 @@ mod tests {
                 let mut made = Bytes(Vec::new());
                 let mut direct = PacketStream::with_config(256, config);
                 let mut buf = [0u8; 64];
-                let mut window = Window {
-                    buf: buf.as_mut_ptr(),
-                    out: Vec::new(),
-                    commits: 0,
-                    fail_at: None,
-                    packets: 0,
-                };
+                let mut window = Window::over(&mut buf, None);
                 let mut rest = &events[..];
                 while !rest.is_empty() {
                     let run = direct.feed_direct(rest, &mut window);
@@ -484,13 +483,7 @@ mod tests {
             let mut made = Bytes(Vec::new());
             let mut direct = PacketStream::with_config(256, config);
             let mut buf = [0u8; 64];
-            let mut window = Window {
-                buf: buf.as_mut_ptr(),
-                out: Vec::new(),
-                commits: 0,
-                fail_at: Some(fail_at),
-                packets: 0,
-            };
+            let mut window = Window::over(&mut buf, Some(fail_at));
             let mut rest = &events[..];
             loop {
                 let Some((&e, after)) = rest.split_first() else {

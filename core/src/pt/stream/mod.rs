@@ -582,7 +582,8 @@ mod tests {
     use super::*;
     use crate::pt::packet::{IpBytes, PSB};
 
-    struct Bytes(Vec<u8>);
+    /// The bytes a stream makes (the fast path's tests take it too).
+    pub(super) struct Bytes(pub(super) Vec<u8>);
     impl PacketSink for Bytes {
         fn write(&mut self, bytes: &[u8]) {
             self.0.extend_from_slice(bytes);
