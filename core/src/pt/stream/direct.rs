@@ -9,9 +9,10 @@
 //! one packet at a time, so that every field of the generator lives in
 //! memory: a write through the sink may alias any of them, and the
 //! compiler loads and stores them again around each packet. Here the
-//! generator's state is held in locals for the whole run and stored back
-//! once at its end, and an event that makes no packet (a conditional
-//! branch's TNT bit, a direct jump) touches no memory but the event.
+//! fields every event touches (the TNT bits and the PSB byte count) are
+//! held in locals for the whole run and stored back once at its end, and a
+//! run of conditional branches reads nothing but its events and, between
+//! two of them, the output generation (a PMI's mark).
 //!
 //! [`PacketSink`]: super::PacketSink
 
