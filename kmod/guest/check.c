@@ -353,7 +353,10 @@ static uint64_t leading_zeros(const unsigned char *p, uint64_t n)
 	return i;
 }
 
-/* Prints where a sample's AUX data went wrong (DIAG_BAD set, first few). */
+/*
+ * Prints where a sample's AUX data went wrong (DIAG_BAD set, the first few
+ * samples): the bytes around a bad packet, and the first TSC that went back.
+ */
 static void diagnose(const unsigned char *p, uint64_t aux, const struct decoded *one, int synced)
 {
 	static int shown;
@@ -361,11 +364,18 @@ static void diagnose(const unsigned char *p, uint64_t aux, const struct decoded 
 
 	if (!getenv("DIAG_BAD") || shown++ >= 4)
 		return;
-	printf("DIAG %s at %zu of %llu (kernel IPs %lu):", synced ? "bad packet" : "no PSB", at,
-	       (unsigned long long)aux, one->kernel_ips);
-	for (size_t k = at > 24 ? at - 24 : 0; k < at + 24 && k < aux; k++)
-		printf("%s%02x", k == at ? " [" : " ", p[k]);
-	printf("\n");
+	if (one->bad || (exclude_kernel_check && one->kernel_ips)) {
+		printf("DIAG %s at %zu of %llu (kernel IPs %lu):", synced ? "bad packet" : "no PSB",
+		       at, (unsigned long long)aux, one->kernel_ips);
+		for (size_t k = at > 24 ? at - 24 : 0; k < at + 24 && k < aux; k++)
+			printf("%s%02x", k == at ? " [" : " ", p[k]);
+		printf("\n");
+	}
+	if (one->tsc_back)
+		printf("DIAG TSC back at %zu of %llu (%s): %llu -> %llu (-%llu)\n", one->back_at,
+		       (unsigned long long)aux, one->back_in_psb ? "in PSB+" : "after PSBEND",
+		       (unsigned long long)one->back_from, (unsigned long long)one->back_to,
+		       (unsigned long long)(one->back_from - one->back_to));
 }
 
 static void check_sample(void *ctx, const unsigned char *r, size_t n)
@@ -407,13 +417,8 @@ static void check_sample(void *ctx, const unsigned char *r, size_t n)
 		c->with_psb++;
 	else if (aux - leading_zeros(r + 8 + 5 * 8, aux) >= PSB_PERIOD + 256)
 		one.bad++; /* a large snapshot of trace without a PSB */
-	if (one.bad || (exclude_kernel_check && one.kernel_ips))
+	if (one.bad || one.tsc_back || (exclude_kernel_check && one.kernel_ips))
 		diagnose(r + 8 + 5 * 8, aux, &one, synced);
-	if (one.tsc_back && getenv("DIAG_BAD"))
-		printf("DIAG TSC back at %zu of %llu (%s): %llu -> %llu (-%llu)\n", one.back_at,
-		       (unsigned long long)aux, one.back_in_psb ? "in PSB+" : "after PSBEND",
-		       (unsigned long long)one.back_from, (unsigned long long)one.back_to,
-		       (unsigned long long)(one.back_from - one.back_to));
 	c->d.packets += one.packets;
 	c->d.psbs += one.psbs;
 	c->d.tips += one.tips;
@@ -460,18 +465,6 @@ static int on_cpu(int cpu)
 	return sched_setaffinity(0, sizeof(set), &set);
 }
 
-/* Lets the task run on every CPU again. */
-static int on_every_cpu(void)
-{
-	cpu_set_t set;
-	int cpus = sysconf(_SC_NPROCESSORS_ONLN);
-
-	CPU_ZERO(&set);
-	for (int cpu = 0; cpu < cpus; cpu++)
-		CPU_SET(cpu, &set);
-	return sched_setaffinity(0, sizeof(set), &set);
-}
-
 static void snapshot_case(int type, int exclude_kernel)
 {
 	struct {
@@ -489,9 +482,14 @@ static void snapshot_case(int type, int exclude_kernel)
 	struct ring lr = { 0 };
 	int fds[2] = { -1, -1 };
 	int cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	cpu_set_t allowed; /* the task's CPUs, given back at the end */
 	int r;
 
 	memset(checks, 0, sizeof(checks));
+	if (sched_getaffinity(0, sizeof(allowed), &allowed)) {
+		FAIL("snapshot", "sched_getaffinity: %s", strerror(errno));
+		return;
+	}
 	base_attr(&a, type, PT_CONFIG_TSC);
 	a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_IDENTIFIER;
 	a.sample_id_all = 1;
@@ -550,7 +548,7 @@ static void snapshot_case(int type, int exclude_kernel)
 	for (int i = 0; i < 2; i++)
 		report_sample_check(&checks[i], exclude_kernel);
 out:
-	on_every_cpu();
+	sched_setaffinity(0, sizeof(allowed), &allowed);
 	for (int i = 0; i < 2; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);

@@ -349,7 +349,6 @@ impl<'p> SoftTracer<'p> {
                     // bytes go out again where the output is now.
                     out.adopt_direct(n);
                     self.end_event(stream, &mut out, pending, index - 1);
-                    self.packet_bytes.store(stream.packet_bytes().min(0x1_ffff));
                 }
                 if run.fed > 0 {
                     continue;
@@ -374,11 +373,10 @@ impl<'p> SoftTracer<'p> {
             stream.feed(event, &mut out);
             self.end_event(stream, &mut out, pending, index);
             index += 1;
-            self.packet_bytes.store(stream.packet_bytes().min(0x1_ffff));
         }
         out.close();
         self.events.store(index);
-        self.packet_bytes.store(stream.packet_bytes().min(0x1_ffff));
+        self.set_packet_bytes(stream.packet_bytes());
         barrier();
         self.writing.store(false);
         rest
@@ -387,7 +385,8 @@ impl<'p> SoftTracer<'p> {
     /// Ends the trace event `index`, whose packets went to `out` and which
     /// left `pending` events unwritten before it (see
     /// [`PacketStream::unwritten_events`]): writes what is left of its
-    /// packets, and starts the stream over if the output stopped in them.
+    /// packets, starts the stream over if the output stopped in them, and
+    /// reports the stream's `PacketByteCnt` from here on.
     #[inline(always)]
     fn end_event(
         &self,
@@ -409,6 +408,15 @@ impl<'p> SoftTracer<'p> {
             };
             self.resync(stream, first..index + 1);
         }
+        self.set_packet_bytes(stream.packet_bytes());
+    }
+
+    /// `RTIT_STATUS.PacketByteCnt` as `status` reports it from here on:
+    /// `count`, saturated to the field's 17 bits.
+    #[inline(always)]
+    fn set_packet_bytes(&self, count: u64) {
+        self.packet_bytes
+            .store(count.min(STATUS_PACKET_BYTE_CNT >> 32));
     }
 
     /// The packet generator to write with, from `slot`: a new one when the
@@ -1009,8 +1017,7 @@ impl DirectOutput for Output<'_, '_> {
         self.window = self.window.wrapping_add(n);
         self.room -= n as u64;
         self.mark.mask_ptrs += (n as u64) << 32;
-        // What `status` reports from here on (see `packet_bytes`).
-        self.tracer.packet_bytes.store(packet_bytes.min(0x1_ffff));
+        self.tracer.set_packet_bytes(packet_bytes);
         true
     }
 

@@ -232,57 +232,54 @@ impl PacketStream {
             let index = first + i as u64;
             let mut bytes = EventBytes { at, len: 0 };
             let pending = index - self.covered;
-            // The commonest event with a packet first, by a compare and a
-            // branch, before the table for the rest.
-            if let TraceEvent::Indirect { target } = *event {
-                tip!(bytes, target, index);
-                self.current_ip = target;
-            } else {
-                match *event {
-                    TraceEvent::Time(t) => {
-                        out.clock(t);
-                        self.clock = t & ((1 << 56) - 1);
-                        if self.config.tsc {
-                            // The bits' branches are walked past once they are
-                            // out (`PacketStream::flush_tnt`).
-                            if count > 0 {
-                                self.covered = self.covered.max(self.last_bit + 1);
-                            }
-                            put_tnt!(bytes);
-                            // SAFETY: as above.
-                            unsafe { bytes.put(u64::from_le_bytes(tsc(self.clock)), 8, out) };
-                            since_psb += 8;
-                        }
-                    }
-                    TraceEvent::Jump { target } => self.current_ip = target,
-                    TraceEvent::Call {
-                        target,
-                        ret,
-                        indirect,
-                    } => {
-                        if indirect {
-                            tip!(bytes, target, index);
-                        }
-                        self.returns.push(ret);
-                        self.current_ip = target;
-                    }
-                    TraceEvent::Return { target } => {
-                        // A compressed return is a TNT bit: as a conditional
-                        // branch's, one that fills a long TNT is `feed`'s.
-                        if count + 1 >= LONG_TNT_MAX {
-                            break;
-                        }
-                        if self.config.return_compression && self.returns.pop_is(target) {
-                            self.last_bit = index;
-                            bits = (bits << 1) | 1;
-                            count += 1;
-                        } else {
-                            tip!(bytes, target, index);
-                        }
-                        self.current_ip = target;
-                    }
-                    _ => break,
+            match *event {
+                TraceEvent::Indirect { target } => {
+                    tip!(bytes, target, index);
+                    self.current_ip = target;
                 }
+                TraceEvent::Time(t) => {
+                    out.clock(t);
+                    self.clock = t & ((1 << 56) - 1);
+                    if self.config.tsc {
+                        // The bits' branches are walked past once they are
+                        // out (`PacketStream::flush_tnt`).
+                        if count > 0 {
+                            self.covered = self.covered.max(self.last_bit + 1);
+                        }
+                        put_tnt!(bytes);
+                        // SAFETY: as above.
+                        unsafe { bytes.put(u64::from_le_bytes(tsc(self.clock)), 8, out) };
+                        since_psb += 8;
+                    }
+                }
+                TraceEvent::Jump { target } => self.current_ip = target,
+                TraceEvent::Call {
+                    target,
+                    ret,
+                    indirect,
+                } => {
+                    if indirect {
+                        tip!(bytes, target, index);
+                    }
+                    self.returns.push(ret);
+                    self.current_ip = target;
+                }
+                TraceEvent::Return { target } => {
+                    // A compressed return is a TNT bit: as a conditional
+                    // branch's, one that fills a long TNT is `feed`'s.
+                    if count + 1 >= LONG_TNT_MAX {
+                        break;
+                    }
+                    if self.config.return_compression && self.returns.pop_is(target) {
+                        self.last_bit = index;
+                        bits = (bits << 1) | 1;
+                        count += 1;
+                    } else {
+                        tip!(bytes, target, index);
+                    }
+                    self.current_ip = target;
+                }
+                _ => break,
             }
             i += 1;
             if bytes.len > 0 && !out.commit(bytes.len, since_psb) {

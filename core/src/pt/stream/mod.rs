@@ -874,12 +874,12 @@ mod tests {
         let mut out = Bytes(Vec::new());
         s.set_clock(0x1000);
         s.feed(TraceEvent::Time(0x9000), &mut out);
-        let tscs: Vec<_> = (0..out.0.len())
-            .filter(|&i| out.0[i] == 0x19 && out.0.len() >= i + 8)
-            .map(|i| &out.0[i..i + 8])
-            .collect();
+        // PSB, MODE.Exec, TSC, CBR, PSBEND (no FUP: generation is off),
+        // then the event's own TSC.
         assert_eq!(out.0[..16], PSB);
-        assert_eq!(tscs, [tsc(0x9000), tsc(0x9000)], "{:02x?}", out.0);
+        assert_eq!(out.0.len(), 16 + 2 + 8 + 4 + 2 + 8, "{:02x?}", out.0);
+        assert_eq!(out.0[18..26], tsc(0x9000), "the PSB+'s TSC");
+        assert_eq!(out.0[32..], tsc(0x9000), "the event's TSC");
     }
 
     #[test]
