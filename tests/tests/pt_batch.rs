@@ -104,13 +104,23 @@ fn trace_in_runs(tracer: &SoftTracer<'_>, program: &[TraceEvent], runs: &[usize]
 /// every 256 bytes: one event at a time when `runs` is empty, else in runs
 /// of the given lengths (cycled).
 fn run(program: &[TraceEvent], stop: bool, runs: &[usize]) -> Outcome {
+    run_tapped(program, stop, runs, false)
+}
+
+/// [`run`], with a tap on the tracer when `tapped` (which takes the
+/// tracer's other build of its fast path: the one that tells its hooks).
+fn run_tapped(program: &[TraceEvent], stop: bool, runs: &[usize], tapped: bool) -> Outcome {
     let aux = AuxMemory::scattered(4);
     let mut tables = vec![TopaTable::new(); 1];
     let mut topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).unwrap();
     if stop {
         topa.mark(0, 2, true, true);
     }
+    let tap = RefCell::new(Bytes(Vec::new()));
     let tracer = SoftTracer::new(&IdentityMap, 256);
+    if tapped {
+        tracer.set_tap(Some(&tap));
+    }
     let base = start(&tracer, &topa);
     if runs.is_empty() {
         for &e in program {
@@ -211,6 +221,26 @@ proptest! {
         let one_by_one = run(&program, stop, &[]);
         let batched = run(&program, stop, &runs);
         prop_assert_eq!(&batched, &one_by_one, "{}", first_difference(&batched, &one_by_one));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// The tracer builds its write path twice, with and without the calls
+    /// to its tap and interrupt hook (which tests and tools set): the two
+    /// write the same.
+    #[test]
+    fn a_tap_changes_nothing_the_tracer_writes(
+        program in proptest::collection::vec(event(), 1..6000),
+        runs in proptest::collection::vec(1usize..700, 1..8),
+        stop in any::<bool>(),
+    ) {
+        let mut program = program;
+        program.insert(0, TraceEvent::Enable(0x40_0000));
+        let plain = run(&program, stop, &runs);
+        let tapped = run_tapped(&program, stop, &runs, true);
+        prop_assert_eq!(&tapped, &plain, "{}", first_difference(&tapped, &plain));
     }
 }
 

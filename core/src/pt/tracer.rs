@@ -309,8 +309,22 @@ impl<'p> SoftTracer<'p> {
 
     /// Traces events from the start of `events`, tracing on and no write in
     /// progress, for as long as tracing stays on; returns those left.
-    #[inline(never)]
+    #[inline]
     fn trace_run<'e>(&self, events: &'e [TraceEvent]) -> &'e [TraceEvent] {
+        if self.hooked() {
+            self.trace_run_hooked::<true>(events)
+        } else {
+            self.trace_run_hooked::<false>(events)
+        }
+    }
+
+    /// [`trace_run`](Self::trace_run), its direct runs telling the tap and
+    /// the interrupt hook only if `HOOKS` (see [`hooked`](Self::hooked)).
+    #[inline(never)]
+    fn trace_run_hooked<'e, const HOOKS: bool>(
+        &self,
+        events: &'e [TraceEvent],
+    ) -> &'e [TraceEvent] {
         self.writing.store(true);
         barrier();
         // SAFETY: `writing` was clear and is now set: no other reference to
@@ -341,7 +355,7 @@ impl<'p> SoftTracer<'p> {
             // The events a program makes every few instructions, straight
             // into the window while it has room, committed one by one.
             if out.direct_ready() {
-                let run = stream.feed_direct(rest, &mut out);
+                let run = stream.feed_direct(rest, &mut Direct::<HOOKS>(&mut out));
                 rest = rest.get(run.fed..).unwrap_or_default();
                 index += run.fed as u64;
                 if let Some((n, pending)) = run.uncommitted {
@@ -608,6 +622,13 @@ impl<'p> SoftTracer<'p> {
     /// than it is: its `generation` step leaves it stale.
     #[inline]
     fn commit(&self, mark: WindowMark, at: *mut u8, n: usize) -> bool {
+        self.commit_hooked::<true>(mark, at, n)
+    }
+
+    /// [`commit`](Self::commit), telling the tap and the interrupt hook
+    /// only if `HOOKS` (see [`hooked`](Self::hooked)).
+    #[inline(always)]
+    fn commit_hooked<const HOOKS: bool>(&self, mark: WindowMark, at: *mut u8, n: usize) -> bool {
         if self.generation.load() != mark.generation {
             return false;
         }
@@ -620,6 +641,10 @@ impl<'p> SoftTracer<'p> {
         {
             return false;
         }
+        if !HOOKS {
+            self.written.store(self.written.load() + n as u64);
+            return true;
+        }
         // SAFETY: the `n` bytes at `at` were just written by this tracer,
         // which nothing else writes meanwhile (the region is the tracer's);
         // the view ends with this call.
@@ -628,6 +653,15 @@ impl<'p> SoftTracer<'p> {
             f();
         }
         true
+    }
+
+    /// Whether a tap or an interrupt hook is set. They are set only while
+    /// nothing traces, so a write reads this once: a write without them
+    /// (every write outside tests and tools) then tests for neither after
+    /// each packet.
+    #[inline(always)]
+    fn hooked(&self) -> bool {
+        self.tap.get().is_some() || self.interrupt.get().is_some()
     }
 
     /// Ends the output generation (see `generation`): the write window
@@ -988,36 +1022,46 @@ impl<'t, 'p> Output<'t, 'p> {
 // A direct run's events fit where `direct_ready` lets it write.
 const _: () = assert!(DIRECT_EVENT_MAX <= UNIT_CAP);
 
-impl DirectOutput for Output<'_, '_> {
+/// A write's [`Output`] as a direct run's: `HOOKS` says whether the
+/// tracer's tap or interrupt hook is set ([`SoftTracer::hooked`], read once
+/// for the run).
+struct Direct<'o, 't, 'p, const HOOKS: bool>(&'o mut Output<'t, 'p>);
+
+impl<const HOOKS: bool> DirectOutput for Direct<'_, '_, '_, HOOKS> {
     #[inline(always)]
     fn window(&mut self) -> Option<*mut u8> {
+        let out = &*self.0;
         // The generation is read again before every event: a PMI inside the
         // last one's commit may have written the output MSRs.
-        (self.room > UNIT_CAP as u64 && self.tracer.generation.load() == self.mark.generation)
-            .then_some(self.window)
+        (out.room > UNIT_CAP as u64 && out.tracer.generation.load() == out.mark.generation)
+            .then_some(out.window)
     }
 
     #[inline(always)]
     fn go_on(&mut self) -> bool {
-        self.tracer.generation.load() == self.mark.generation
+        self.0.tracer.generation.load() == self.0.mark.generation
     }
 
     #[inline(always)]
     fn packet_written(&mut self) {
-        if let Some(f) = self.tracer.interrupt.get() {
+        if !HOOKS {
+            return;
+        }
+        if let Some(f) = self.0.tracer.interrupt.get() {
             f();
         }
     }
 
     #[inline(always)]
     fn commit(&mut self, n: usize, packet_bytes: u64) -> bool {
-        if !self.tracer.commit(self.mark, self.window, n) {
+        let out = &mut *self.0;
+        if !out.tracer.commit_hooked::<HOOKS>(out.mark, out.window, n) {
             return false;
         }
-        self.window = self.window.wrapping_add(n);
-        self.room -= n as u64;
-        self.mark.mask_ptrs += (n as u64) << 32;
-        self.tracer.set_packet_bytes(packet_bytes);
+        out.window = out.window.wrapping_add(n);
+        out.room -= n as u64;
+        out.mark.mask_ptrs += (n as u64) << 32;
+        out.tracer.set_packet_bytes(packet_bytes);
         true
     }
 
@@ -1025,7 +1069,7 @@ impl DirectOutput for Output<'_, '_> {
     fn clock(&mut self, tsc: u64) {
         // The stream's clock moves with it; this is the tracer's, which a
         // stream takes after a PMI's write (see `trace_run`).
-        self.tracer.clock.store(tsc);
+        self.0.tracer.clock.store(tsc);
     }
 }
 
