@@ -203,17 +203,17 @@ impl PacketStream {
                 let ahead = ahead
                     .get(..usize::from(LONG_TNT_MAX - 1 - count))
                     .unwrap_or(ahead);
-                let mut n: usize = 0;
-                for event in ahead {
-                    let TraceEvent::Conditional { taken, .. } = *event else {
-                        break;
-                    };
+                // (The events left say how many were taken: no count of
+                // its own in the loop.)
+                let mut left = ahead.iter();
+                while let Some(&TraceEvent::Conditional { taken, .. }) = left.as_slice().first() {
                     if !out.go_on() {
                         break;
                     }
                     bits = (bits << 1) | u64::from(taken);
-                    n += 1;
+                    left.next();
                 }
+                let n = ahead.len() - left.as_slice().len();
                 // Execution goes on where the last of them leads.
                 let Some(&TraceEvent::Conditional { next, .. }) =
                     n.checked_sub(1).and_then(|last| ahead.get(last))
