@@ -127,6 +127,15 @@ impl IpCompressor {
         }
     }
 
+    /// The shortest encoding of `ip` ([`choose`](Self::choose)), which
+    /// becomes the last IP: for a packet written field by field.
+    #[inline(always)]
+    pub(crate) fn compress(&mut self, ip: u64) -> IpBytes {
+        let bytes = self.choose(ip);
+        self.last_ip = ip;
+        bytes
+    }
+
     /// Writes `kind` with `ip` (`None`: suppressed) into `out` and returns
     /// its length (1 to 9 bytes).
     pub fn encode(&mut self, kind: IpPacket, ip: Option<u64>, out: &mut [u8; 9]) -> usize {

@@ -17,7 +17,7 @@
 //! [`PacketSink`]: super::PacketSink
 
 use super::{PacketStream, TraceEvent};
-use crate::pt::packet::{IpPacket, LONG_TNT_MAX, SHORT_TNT_MAX, long_tnt, short_tnt, tsc};
+use crate::pt::packet::{IpBytes, IpPacket, LONG_TNT_MAX, SHORT_TNT_MAX, long_tnt, short_tnt, tsc};
 
 /// The most bytes one event of a direct run writes: a long TNT (8 bytes)
 /// flushed before a TIP with the full IP (9 bytes).
@@ -103,6 +103,41 @@ impl EventBytes {
         self.len += n;
         out.packet_written();
     }
+
+    /// Appends the IP packet of `opcode` carrying `ip` as `bytes` says (not
+    /// suppressed): the header, then the payload (the low bytes of `ip`)
+    /// from the register, as [`IpCompressor::encode_packed`] lays it out.
+    ///
+    /// # Safety
+    /// As for [`put`](Self::put).
+    ///
+    /// [`IpCompressor::encode_packed`]: crate::pt::packet::IpCompressor::encode_packed
+    #[inline(always)]
+    unsafe fn put_ip<O: DirectOutput>(&mut self, opcode: u8, bytes: IpBytes, ip: u64, out: &mut O) {
+        // SAFETY: the packet, `1 + bytes.payload_len()` bytes from
+        // `at + len`, lies within the `DIRECT_EVENT_MAX` writable bytes at
+        // `at` (the caller's contract); the stores below cover it.
+        unsafe {
+            let dst = self.at.add(self.len);
+            dst.write(((bytes as u8) << 5) | opcode);
+            let payload = dst.add(1);
+            match bytes {
+                IpBytes::Suppressed => {}
+                IpBytes::Update16 => payload.cast::<u16>().write_unaligned(ip as u16),
+                IpBytes::Update32 => payload.cast::<u32>().write_unaligned(ip as u32),
+                IpBytes::SignExtended48 | IpBytes::Update48 => {
+                    payload.cast::<u32>().write_unaligned(ip as u32);
+                    payload
+                        .add(4)
+                        .cast::<u16>()
+                        .write_unaligned((ip >> 32) as u16);
+                }
+                IpBytes::Full => payload.cast::<u64>().write_unaligned(ip),
+            }
+        }
+        self.len += 1 + bytes.payload_len();
+        out.packet_written();
+    }
 }
 
 impl PacketStream {
@@ -164,24 +199,10 @@ impl PacketStream {
         macro_rules! tip {
             ($bytes:expr, $target:expr, $index:expr) => {
                 put_tnt!($bytes);
-                let (packet, n) = self.ip.encode_packed(IpPacket::Tip, Some($target));
-                let word = u64::from_le_bytes(*packet.first_chunk().unwrap_or(&[0; 8]));
-                if n <= 8 {
-                    // SAFETY: as above.
-                    unsafe { $bytes.put(word, n, out) };
-                } else {
-                    // The full IP: the header, then the 8 bytes of the IP.
-                    // SAFETY: as above.
-                    unsafe {
-                        $bytes.put(word, 1, out);
-                        $bytes.put(
-                            u64::from_le_bytes(*packet[1..].first_chunk().unwrap_or(&[0; 8])),
-                            8,
-                            out,
-                        );
-                    }
-                }
-                since_psb += n as u64;
+                let ip_bytes = self.ip.compress($target);
+                // SAFETY: as above.
+                unsafe { $bytes.put_ip(IpPacket::Tip.opcode(), ip_bytes, $target, out) };
+                since_psb += 1 + ip_bytes.payload_len() as u64;
                 self.covered = $index + 1;
             };
         }
