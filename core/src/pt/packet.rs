@@ -34,6 +34,9 @@ pub const SHORT_TNT_MAX: u8 = 6;
 /// The most TNT bits a long TNT packet carries.
 pub const LONG_TNT_MAX: u8 = 47;
 
+/// A long TNT's first two bytes (`02 A3`), as the low bytes of its packet.
+pub(crate) const LONG_TNT_HEADER: u64 = 0xa302;
+
 /// The packets that carry an IP, with last-IP compression.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum IpPacket {
@@ -205,7 +208,7 @@ pub const fn long_tnt(bits: u64, count: u8) -> [u8; 8] {
     };
     let payload = (1u64 << n) | (bits & ((1u64 << n) - 1));
     // One word (no byte-wise assembly: see `IpCompressor::encode_packed`).
-    (0xa302 | (payload << 16)).to_le_bytes()
+    (LONG_TNT_HEADER | (payload << 16)).to_le_bytes()
 }
 
 /// TSC: `19` + the low 56 bits of the timestamp counter.

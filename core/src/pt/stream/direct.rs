@@ -17,7 +17,7 @@
 //! [`PacketSink`]: super::PacketSink
 
 use super::{PacketStream, TraceEvent};
-use crate::pt::packet::{IpBytes, IpPacket, LONG_TNT_MAX, SHORT_TNT_MAX, long_tnt, short_tnt, tsc};
+use crate::pt::packet::{IpBytes, IpPacket, LONG_TNT_HEADER, LONG_TNT_MAX, SHORT_TNT_MAX, tsc};
 
 /// The most bytes one event of a direct run writes: a long TNT (8 bytes)
 /// flushed before a TIP with the full IP (9 bytes).
@@ -175,17 +175,21 @@ impl PacketStream {
         // The pending TNT bits as a packet, before any other packet of the
         // event (`PacketStream::flush_tnt`, but for `covered`: the callers
         // set it).
+        // The packets of `short_tnt` and `long_tnt`, but for their clamps
+        // and mask: `bits < 1 << count` (the `tnt_bits` invariant), so the
+        // stop bit goes right above them.
         macro_rules! put_tnt {
             ($bytes:expr) => {
                 if count > 0 {
+                    let outcomes = bits | (1 << count);
                     if count <= SHORT_TNT_MAX {
                         // SAFETY: the event's packets fit the window
                         // (`DIRECT_EVENT_MAX`); as for every `put` below.
-                        unsafe { $bytes.put(short_tnt(bits as u8, count).into(), 1, out) };
+                        unsafe { $bytes.put(outcomes << 1, 1, out) };
                         since_psb += 1;
                     } else {
                         // SAFETY: as above.
-                        unsafe { $bytes.put(u64::from_le_bytes(long_tnt(bits, count)), 8, out) };
+                        unsafe { $bytes.put(LONG_TNT_HEADER | (outcomes << 16), 8, out) };
                         since_psb += 8;
                     }
                     bits = 0;

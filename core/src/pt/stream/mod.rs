@@ -173,6 +173,9 @@ pub struct PacketStream {
     config: PtConfig,
     ip: IpCompressor,
     /// Branch outcomes not yet emitted, oldest most significant.
+    ///
+    /// INVARIANT: `tnt_bits < 1 << tnt_count`: only the outcomes' bits are
+    /// set (each outcome shifts one bit in; emitting them clears both).
     tnt_bits: u64,
     tnt_count: u8,
     /// Bytes between PSBs (`RTIT_CTL.PSBFreq`: the base << n).
