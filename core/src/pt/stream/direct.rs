@@ -174,10 +174,9 @@ impl PacketStream {
 
         // The pending TNT bits as a packet, before any other packet of the
         // event (`PacketStream::flush_tnt`, but for `covered`: the callers
-        // set it).
-        // The packets of `short_tnt` and `long_tnt`, but for their clamps
-        // and mask: `bits < 1 << count` (the `tnt_bits` invariant), so the
-        // stop bit goes right above them.
+        // set it). The packets of `short_tnt` and `long_tnt`, but for their
+        // clamps and mask: `bits < 1 << count` (the `tnt_bits` invariant),
+        // so the stop bit goes right above them.
         macro_rules! put_tnt {
             ($bytes:expr) => {
                 if count > 0 {
