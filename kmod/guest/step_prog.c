@@ -12,9 +12,10 @@
  *           iterations, so that the trace is split between the CPUs'
  *           buffers
  *   short   a short loop (for a program another traced one executes)
- *   delay   spins on the TSC for 2^31 cycles (about a second), then a short
- *           loop: perf record -D enables the event while it spins, in user
- *           code
+ *   delay   says "spinning 1", spins on the TSC for 2^32 cycles (about two
+ *           seconds), then a short loop: perf record -D, or its --control
+ *           once the line is out, enables the event while it spins, in
+ *           user code
  *   thread  the loop in a second thread (clone(CLONE_THREAD)) and in the
  *           first, which waits for it (the tid the kernel sets and clears,
  *           and a futex)
@@ -221,7 +222,11 @@ __attribute__((used)) static void start_c(long *sp)
 	const char *mode = sp[0] > 1 ? (const char *)sp[2] : "loop";
 
 	if (mode[0] == 'd') {
-		unsigned long end = rdtsc() + (1UL << 31);
+		unsigned long end;
+
+		/* This process runs the program now (perf's child has exec'd). */
+		report("spinning", 1);
+		end = rdtsc() + (1UL << 32);
 
 		while (rdtsc() < end)
 			;
