@@ -131,7 +131,7 @@ impl IpCompressor {
     }
 
     /// The shortest encoding of `ip` ([`choose`](Self::choose)), which
-    /// becomes the last IP: for a packet written field by field.
+    /// becomes the last IP: for a packet about to be written.
     #[inline(always)]
     pub(crate) fn compress(&mut self, ip: u64) -> IpBytes {
         let bytes = self.choose(ip);
@@ -157,7 +157,7 @@ impl IpCompressor {
         let Some(ip) = ip else {
             return (u128::from(kind.opcode()).to_le_bytes(), 1);
         };
-        let bytes = self.choose(ip);
+        let bytes = self.compress(ip);
         let n = bytes.payload_len();
         let header = ((bytes as u8) << 5) | kind.opcode();
         // The payload: the low `n` bytes of the IP (n is 0, 2, 4, 6 or 8).
@@ -166,7 +166,6 @@ impl IpCompressor {
         } else {
             ip & ((1u64 << (8 * n)) - 1)
         };
-        self.last_ip = ip;
         (
             (u128::from(header) | (u128::from(payload) << 8)).to_le_bytes(),
             1 + n,

@@ -68,39 +68,32 @@ struct EventBytes {
 }
 
 impl EventBytes {
-    /// Appends the packet of `n` bytes (at most 8) held in `packet`, first
-    /// byte lowest, straight from the register: a packet built in a
-    /// register and copied through memory would be stored and loaded back.
+    /// Appends the one-byte packet `packet` (a short TNT).
     ///
     /// # Safety
     /// `at` holds [`DIRECT_EVENT_MAX`] writable bytes, and the event's
     /// packets, this one among them, take no more.
     #[inline(always)]
-    unsafe fn put<O: DirectOutput>(&mut self, packet: u64, n: usize, out: &mut O) {
-        // SAFETY: `at + len .. at + len + n` lies within the
-        // `DIRECT_EVENT_MAX` writable bytes at `at` (the caller's contract);
-        // each store below covers a part of it (two overlapping ones where
-        // `n` is not a power of two), and together all of it.
-        unsafe {
-            let dst = self.at.add(self.len);
-            match n {
-                8 => dst.cast::<u64>().write_unaligned(packet),
-                4.. => {
-                    dst.cast::<u32>().write_unaligned(packet as u32);
-                    dst.add(n - 4)
-                        .cast::<u32>()
-                        .write_unaligned((packet >> (8 * (n - 4))) as u32);
-                }
-                2.. => {
-                    dst.cast::<u16>().write_unaligned(packet as u16);
-                    dst.add(n - 2)
-                        .cast::<u16>()
-                        .write_unaligned((packet >> (8 * (n - 2))) as u16);
-                }
-                _ => dst.write(packet as u8),
-            }
-        }
-        self.len += n;
+    unsafe fn put_byte<O: DirectOutput>(&mut self, packet: u8, out: &mut O) {
+        // SAFETY: `at + len` lies within the `DIRECT_EVENT_MAX` writable
+        // bytes at `at` (the caller's contract).
+        unsafe { self.at.add(self.len).write(packet) };
+        self.len += 1;
+        out.packet_written();
+    }
+
+    /// Appends the 8-byte packet held in `packet` (a long TNT, a TSC),
+    /// first byte lowest, straight from the register: a packet built in a
+    /// register and copied through memory would be stored and loaded back.
+    ///
+    /// # Safety
+    /// As for [`put_byte`](Self::put_byte).
+    #[inline(always)]
+    unsafe fn put_word<O: DirectOutput>(&mut self, packet: u64, out: &mut O) {
+        // SAFETY: `at + len .. at + len + 8` lies within the
+        // `DIRECT_EVENT_MAX` writable bytes at `at` (the caller's contract).
+        unsafe { self.at.add(self.len).cast::<u64>().write_unaligned(packet) };
+        self.len += 8;
         out.packet_written();
     }
 
@@ -109,7 +102,7 @@ impl EventBytes {
     /// from the register, as [`IpCompressor::encode_packed`] lays it out.
     ///
     /// # Safety
-    /// As for [`put`](Self::put).
+    /// As for [`put_byte`](Self::put_byte).
     ///
     /// [`IpCompressor::encode_packed`]: crate::pt::packet::IpCompressor::encode_packed
     #[inline(always)]
@@ -183,12 +176,12 @@ impl PacketStream {
                     let outcomes = bits | (1 << count);
                     if count <= SHORT_TNT_MAX {
                         // SAFETY: the event's packets fit the window
-                        // (`DIRECT_EVENT_MAX`); as for every `put` below.
-                        unsafe { $bytes.put(outcomes << 1, 1, out) };
+                        // (`DIRECT_EVENT_MAX`); as for every packet below.
+                        unsafe { $bytes.put_byte((outcomes << 1) as u8, out) };
                         since_psb += 1;
                     } else {
                         // SAFETY: as above.
-                        unsafe { $bytes.put(LONG_TNT_HEADER | (outcomes << 16), 8, out) };
+                        unsafe { $bytes.put_word(LONG_TNT_HEADER | (outcomes << 16), out) };
                         since_psb += 8;
                     }
                     bits = 0;
@@ -272,7 +265,7 @@ impl PacketStream {
                         }
                         put_tnt!(bytes);
                         // SAFETY: as above.
-                        unsafe { bytes.put(u64::from_le_bytes(tsc(self.clock)), 8, out) };
+                        unsafe { bytes.put_word(u64::from_le_bytes(tsc(self.clock)), out) };
                         since_psb += 8;
                     }
                 }
