@@ -355,7 +355,9 @@ impl<'p> SoftTracer<'p> {
             // The events a program makes every few instructions, straight
             // into the window while it has room, committed one by one.
             if out.direct_ready() {
-                let run = stream.feed_direct(rest, &mut Direct::<HOOKS>(&mut out));
+                let mut direct = Direct::<HOOKS>::new(&out);
+                let run = stream.feed_direct(rest, &mut direct);
+                direct.finish(&mut out);
                 rest = rest.get(run.fed..).unwrap_or_default();
                 index += run.fed as u64;
                 if let Some((n, pending)) = run.uncommitted {
@@ -1022,24 +1024,65 @@ impl<'t, 'p> Output<'t, 'p> {
 // A direct run's events fit where `direct_ready` lets it write.
 const _: () = assert!(DIRECT_EVENT_MAX <= UNIT_CAP);
 
-/// A write's [`Output`] as a direct run's: `HOOKS` says whether the
-/// tracer's tap or interrupt hook is set ([`SoftTracer::hooked`], read once
-/// for the run).
-struct Direct<'o, 't, 'p, const HOOKS: bool>(&'o mut Output<'t, 'p>);
+/// A write's [`Output`] as a direct run's: its window and mark, copied out
+/// for the run and handed back at its end ([`finish`](Self::finish)), so
+/// that they live in registers while the run writes through raw pointers.
+/// `HOOKS` says whether the tracer's tap or interrupt hook is set
+/// ([`SoftTracer::hooked`], read once for the run).
+///
+/// # Invariants
+/// `at..limit + UNIT_CAP` is the free part of the window the output held
+/// when the run began (`limit` lies `UNIT_CAP` bytes before its end): while
+/// `at < limit`, more than `UNIT_CAP` bytes are free at `at`.
+struct Direct<'t, 'p, const HOOKS: bool> {
+    tracer: &'t SoftTracer<'p>,
+    /// Where the window's free space starts.
+    at: *mut u8,
+    /// `UNIT_CAP` bytes before the window's end.
+    limit: *mut u8,
+    /// The mark the run's writes commit against (see [`SoftTracer::commit`]).
+    mark: WindowMark,
+}
 
-impl<const HOOKS: bool> DirectOutput for Direct<'_, '_, '_, HOOKS> {
+impl<'t, 'p, const HOOKS: bool> Direct<'t, 'p, HOOKS> {
+    /// The window of `out`, which is [`direct_ready`](Output::direct_ready).
+    #[inline(always)]
+    fn new(out: &Output<'t, 'p>) -> Self {
+        // INVARIANT: `room > UNIT_CAP` (`direct_ready`), so `limit` lies
+        // after `window`, inside the window.
+        Direct {
+            tracer: out.tracer,
+            at: out.window,
+            limit: out
+                .window
+                .wrapping_add((out.room - UNIT_CAP as u64) as usize),
+            mark: out.mark,
+        }
+    }
+
+    /// Hands the window back to `out`, moved past what the run committed.
+    #[inline(always)]
+    fn finish(self, out: &mut Output<'t, 'p>) {
+        let used = self.at as usize - out.window as usize;
+        out.window = self.at;
+        out.room -= used as u64;
+        out.mark = self.mark;
+    }
+}
+
+impl<const HOOKS: bool> DirectOutput for Direct<'_, '_, HOOKS> {
     #[inline(always)]
     fn window(&mut self) -> Option<*mut u8> {
-        let out = &*self.0;
         // The generation is read again before every event: a PMI inside the
         // last one's commit may have written the output MSRs.
-        (out.room > UNIT_CAP as u64 && out.tracer.generation.load() == out.mark.generation)
-            .then_some(out.window)
+        ((self.at as usize) < self.limit as usize
+            && self.tracer.generation.load() == self.mark.generation)
+            .then_some(self.at)
     }
 
     #[inline(always)]
     fn go_on(&mut self) -> bool {
-        self.0.tracer.generation.load() == self.0.mark.generation
+        self.tracer.generation.load() == self.mark.generation
     }
 
     #[inline(always)]
@@ -1047,21 +1090,19 @@ impl<const HOOKS: bool> DirectOutput for Direct<'_, '_, '_, HOOKS> {
         if !HOOKS {
             return;
         }
-        if let Some(f) = self.0.tracer.interrupt.get() {
+        if let Some(f) = self.tracer.interrupt.get() {
             f();
         }
     }
 
     #[inline(always)]
     fn commit(&mut self, n: usize, packet_bytes: u64) -> bool {
-        let out = &mut *self.0;
-        if !out.tracer.commit_hooked::<HOOKS>(out.mark, out.window, n) {
+        if !self.tracer.commit_hooked::<HOOKS>(self.mark, self.at, n) {
             return false;
         }
-        out.window = out.window.wrapping_add(n);
-        out.room -= n as u64;
-        out.mark.mask_ptrs += (n as u64) << 32;
-        out.tracer.set_packet_bytes(packet_bytes);
+        self.at = self.at.wrapping_add(n);
+        self.mark.mask_ptrs += (n as u64) << 32;
+        self.tracer.set_packet_bytes(packet_bytes);
         true
     }
 
@@ -1069,7 +1110,7 @@ impl<const HOOKS: bool> DirectOutput for Direct<'_, '_, '_, HOOKS> {
     fn clock(&mut self, tsc: u64) {
         // The stream's clock moves with it; this is the tracer's, which a
         // stream takes after a PMI's write (see `trace_run`).
-        self.0.tracer.clock.store(tsc);
+        self.tracer.clock.store(tsc);
     }
 }
 

@@ -144,9 +144,15 @@ impl PacketStream {
     /// commit. Packet generation must be on with branch packets (else
     /// nothing is fed).
     ///
-    /// Only the TNT bits and the PSB byte count are held in registers for
-    /// the run; the rest of the generator's state, which an event touches
-    /// at most once, stays in `self`.
+    /// One loop takes every event, so that a conditional branch costs its
+    /// bit and the check for a PMI, nothing more: the TNT bits are held
+    /// under a stop bit (the packet's payload as it stands, no count
+    /// beside them), and what a branch would write into the generator (the
+    /// next IP, the newest bit's event) is written once for a loop's worth
+    /// of them, taken from the last. The PSB byte count is held in a
+    /// register too, and checked only after a write (nothing else brings
+    /// a PSB+ nearer); the rest of the generator's state, which an event
+    /// touches at most once, stays in `self`.
     #[inline(always)]
     pub(crate) fn feed_direct<O: DirectOutput>(
         &mut self,
@@ -157,35 +163,48 @@ impl PacketStream {
             fed: 0,
             uncommitted: None,
         };
-        if !(self.enabled && self.config.branches) {
+        if !(self.enabled && self.config.branches) || self.since_psb >= self.psb_period {
             return run;
         }
-        let (mut bits, mut count, mut since_psb) = (self.tnt_bits, self.tnt_count, self.since_psb);
+        // The pending outcomes under their stop bit, 1 when there are none:
+        // `tnt_bits < 1 << tnt_count` (the invariant), so the stop bit goes
+        // right above them, and a branch shifts its outcome in below.
+        let mut tnt = self.tnt_bits | (1 << self.tnt_count);
+        let mut since_psb = self.since_psb;
         // Every event of the run is fed: event `i` of the run is the
         // stream's event `first + i`.
         let first = self.events;
+        // What a conditional branch changes in the generator besides its
+        // bit, the next IP and the newest bit's event, is written at the
+        // next event that is not one, and at the run's end: a loop's worth
+        // of branches writes it once.
+        let settle_branch = |this: &mut PacketStream, i: usize| {
+            if let Some(&TraceEvent::Conditional { next, .. }) =
+                i.checked_sub(1).and_then(|last| events.get(last))
+            {
+                this.current_ip = next;
+                this.last_bit = first + i as u64 - 1;
+            }
+        };
 
         // The pending TNT bits as a packet, before any other packet of the
         // event (`PacketStream::flush_tnt`, but for `covered`: the callers
         // set it). The packets of `short_tnt` and `long_tnt`, but for their
-        // clamps and mask: `bits < 1 << count` (the `tnt_bits` invariant),
-        // so the stop bit goes right above them.
+        // clamps and mask: the stop bit is in place already.
         macro_rules! put_tnt {
             ($bytes:expr) => {
-                if count > 0 {
-                    let outcomes = bits | (1 << count);
-                    if count <= SHORT_TNT_MAX {
+                if tnt > 1 {
+                    if tnt < 1 << (SHORT_TNT_MAX + 1) {
                         // SAFETY: the event's packets fit the window
                         // (`DIRECT_EVENT_MAX`); as for every packet below.
-                        unsafe { $bytes.put_byte((outcomes << 1) as u8, out) };
+                        unsafe { $bytes.put_byte((tnt << 1) as u8, out) };
                         since_psb += 1;
                     } else {
                         // SAFETY: as above.
-                        unsafe { $bytes.put_word(LONG_TNT_HEADER | (outcomes << 16), out) };
+                        unsafe { $bytes.put_word(LONG_TNT_HEADER | (tnt << 16), out) };
                         since_psb += 8;
                     }
-                    bits = 0;
-                    count = 0;
+                    tnt = 1;
                 }
             };
         }
@@ -205,47 +224,21 @@ impl PacketStream {
 
         let mut i = 0;
         while let Some(event) = events.get(i) {
-            // `since_psb` starts below the period here and an event adds at
-            // most DIRECT_EVENT_MAX: the sums below cannot overflow.
-            if since_psb >= self.psb_period {
-                break;
-            }
-            if let TraceEvent::Conditional { .. } = *event {
-                // A loop's worth of conditional branches: a bit each, and
-                // nothing else but the check for a PMI between two. The run
-                // ends one bit short of a full long TNT (the bit that fills
-                // it emits it: `feed`'s), so one bound covers that and the
-                // end of the events.
-                let ahead = events.get(i..).unwrap_or_default();
-                let ahead = ahead
-                    .get(..usize::from(LONG_TNT_MAX - 1 - count))
-                    .unwrap_or(ahead);
-                // (The events left say how many were taken: no count of
-                // its own in the loop.)
-                let mut left = ahead.iter();
-                while let Some(&TraceEvent::Conditional { taken, .. }) = left.as_slice().first() {
-                    if !out.go_on() {
-                        break;
-                    }
-                    bits = (bits << 1) | u64::from(taken);
-                    left.next();
-                }
-                let n = ahead.len() - left.as_slice().len();
-                // Execution goes on where the last of them leads.
-                let Some(&TraceEvent::Conditional { next, .. }) =
-                    n.checked_sub(1).and_then(|last| ahead.get(last))
-                else {
+            if let TraceEvent::Conditional { taken, .. } = *event {
+                // A bit, unless it is the one that fills a long TNT (that
+                // one emits the packet: `feed`'s), after the check for a
+                // PMI between two branches.
+                if tnt >= TNT_FULL || !out.go_on() {
                     break;
-                };
-                count += n as u8;
-                i += n;
-                self.last_bit = first + i as u64 - 1;
-                self.current_ip = next;
+                }
+                tnt = (tnt << 1) | u64::from(taken);
+                i += 1;
                 continue;
             }
             let Some(at) = out.window() else {
                 break;
             };
+            settle_branch(self, i);
             let index = first + i as u64;
             let mut bytes = EventBytes { at, len: 0 };
             let pending = index - self.covered;
@@ -260,7 +253,7 @@ impl PacketStream {
                     if self.config.tsc {
                         // The bits' branches are walked past once they are
                         // out (`PacketStream::flush_tnt`).
-                        if count > 0 {
+                        if tnt > 1 {
                             self.covered = self.covered.max(self.last_bit + 1);
                         }
                         put_tnt!(bytes);
@@ -284,13 +277,12 @@ impl PacketStream {
                 TraceEvent::Return { target } => {
                     // A compressed return is a TNT bit: as a conditional
                     // branch's, one that fills a long TNT is `feed`'s.
-                    if count + 1 >= LONG_TNT_MAX {
+                    if tnt >= TNT_FULL {
                         break;
                     }
                     if self.config.return_compression && self.returns.pop_is(target) {
                         self.last_bit = index;
-                        bits = (bits << 1) | 1;
-                        count += 1;
+                        tnt = (tnt << 1) | 1;
                     } else {
                         tip!(bytes, target, index);
                     }
@@ -299,19 +291,34 @@ impl PacketStream {
                 _ => break,
             }
             i += 1;
-            if bytes.len > 0 && !out.commit(bytes.len, since_psb) {
-                run.uncommitted = Some((bytes.len, pending));
-                break;
+            if bytes.len > 0 {
+                if !out.commit(bytes.len, since_psb) {
+                    run.uncommitted = Some((bytes.len, pending));
+                    break;
+                }
+                // Only a write brings a PSB+ nearer. (`since_psb` is below
+                // the period before the event, which adds at most
+                // DIRECT_EVENT_MAX: the sums cannot overflow.)
+                if since_psb >= self.psb_period {
+                    break;
+                }
             }
         }
         run.fed = i;
-        self.tnt_bits = bits;
+        settle_branch(self, i);
+        // INVARIANT: the outcomes below the stop bit, and only they.
+        let count = (u64::BITS - 1 - tnt.leading_zeros()) as u8;
+        self.tnt_bits = tnt ^ (1 << count);
         self.tnt_count = count;
         self.since_psb = since_psb;
         self.events = first + i as u64;
         run
     }
 }
+
+/// The TNT bits under their stop bit once they hold one bit short of a full
+/// long TNT.
+const TNT_FULL: u64 = 1 << (LONG_TNT_MAX - 1);
 
 #[cfg(test)]
 mod tests {
