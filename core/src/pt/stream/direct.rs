@@ -238,15 +238,24 @@ impl PacketStream {
             let Some(at) = out.window() else {
                 break;
             };
-            settle_branch(self, i);
             let index = first + i as u64;
             let mut bytes = EventBytes { at, len: 0 };
             let pending = index - self.covered;
-            match *event {
-                TraceEvent::Indirect { target } => {
-                    tip!(bytes, target, index);
-                    self.current_ip = target;
+            if let TraceEvent::Indirect { target } = *event {
+                // The TIP moves the IP: of a branch just before it, only its
+                // bit's event is left to settle.
+                if let Some(TraceEvent::Conditional { .. }) =
+                    i.checked_sub(1).and_then(|last| events.get(last))
+                {
+                    self.last_bit = index - 1;
                 }
+                tip!(bytes, target, index);
+                self.current_ip = target;
+            } else {
+                settle_branch(self, i);
+            }
+            match *event {
+                TraceEvent::Indirect { .. } => {}
                 TraceEvent::Time(t) => {
                     out.clock(t);
                     self.clock = t & ((1 << 56) - 1);
