@@ -138,6 +138,13 @@ pub struct SoftTracer<'p> {
     window: LocalPtr<u8>,
     window_room: LocalU64,
     window_gen: LocalU64,
+    /// The bound of a direct run's conditional branches: an index into the
+    /// events of the run in progress, below which a branch goes on with no
+    /// other check (see `Direct::bound_branches`). Set by the writer after
+    /// every event that is not a branch; cleared by every new generation,
+    /// so that one load and compare stands for both the TNT's room and the
+    /// check for a PMI.
+    branch_bound: LocalU64,
     /// ToPA PMIs raised and not yet taken.
     pmi: LocalU32,
     /// The output stopped (a STOP region filled, or a table error) inside
@@ -192,6 +199,7 @@ impl<'p> SoftTracer<'p> {
             window: LocalPtr::null(),
             window_room: LocalU64::new(0),
             window_gen: LocalU64::new(0),
+            branch_bound: LocalU64::new(0),
             pmi: LocalU32::new(0),
             halted: LocalBool::new(false),
             events: LocalU64::new(0),
@@ -672,6 +680,9 @@ impl<'p> SoftTracer<'p> {
     fn next_generation(&self) {
         self.generation
             .store(self.generation.load().wrapping_add(1));
+        // Pairs with `Direct::bound_branches`: a direct run in progress
+        // takes no further branch without looking at the generation.
+        self.branch_bound.store(0);
     }
 
     /// Opens the write window at the output position, if tracing through
@@ -1081,8 +1092,23 @@ impl<const HOOKS: bool> DirectOutput for Direct<'_, '_, HOOKS> {
     }
 
     #[inline(always)]
+    fn bound_branches(&mut self, end: usize) {
+        // Pairs with `next_generation`'s clearing: a PMI after this store
+        // clears the bound, one before it moved the generation, which the
+        // caller's next load of it (after the barrier) sees.
+        self.tracer.branch_bound.store(end as u64);
+        barrier();
+    }
+
+    #[inline(always)]
     fn go_on(&mut self) -> bool {
         self.tracer.generation.load() == self.mark.generation
+    }
+
+    #[inline(always)]
+    fn branch_bound(&self) -> usize {
+        // Pairs with the stores above and in `next_generation`.
+        self.tracer.branch_bound.load() as usize
     }
 
     #[inline(always)]
@@ -1246,6 +1272,46 @@ impl TraceHw for SoftTracer<'_> {
             self.packet_bytes.store(0);
             self.fresh.store(true);
             self.next_generation();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pt::topa::IdentityMap;
+
+    /// Every write the driver makes, a PMI's among them, clears the bound
+    /// a direct run's conditional branches go by as it moves the
+    /// generation: a run in progress takes no further branch without
+    /// seeing the write (`Direct::bound_branches`).
+    #[test]
+    fn every_driver_write_clears_the_branch_bound() {
+        let tracer = SoftTracer::new(&IdentityMap, 4096);
+        let writes: [(&str, &dyn Fn(&SoftTracer<'_>)); 7] = [
+            ("set_output", &|t| t.set_output(0x1000, 0x7f)),
+            ("enable", &|t| t.enable()),
+            ("disable", &|t| t.disable()),
+            ("set_topa", &|t| t.set_topa(false)),
+            ("configure", &|t| {
+                let config = t.config();
+                t.configure(PtConfig {
+                    tsc: !config.tsc,
+                    ..config
+                })
+            }),
+            ("set_status", &|t| {
+                t.set_packet_bytes(5);
+                t.set_status(0)
+            }),
+            ("set_clock", &|t| t.set_clock(7)),
+        ];
+        for (name, write) in writes {
+            tracer.branch_bound.store(100);
+            let generation = tracer.generation.load();
+            write(&tracer);
+            assert_ne!(tracer.generation.load(), generation, "{name}");
+            assert_eq!(tracer.branch_bound.load(), 0, "{name}");
         }
     }
 }

@@ -30,9 +30,21 @@ pub(crate) trait DirectOutput {
     /// nearly full, or a PMI wrote the output MSRs since the last event).
     fn window(&mut self) -> Option<*mut u8>;
 
-    /// Whether the run goes on to the next event: no PMI wrote the output
-    /// MSRs since the run began (for events that write nothing).
+    /// Bounds the run's conditional branches: they go on while their index
+    /// in the run is below `end` (see [`branch_bound`](Self::branch_bound)).
+    /// A PMI from here on clears the bound; one before it is seen by the
+    /// next [`go_on`](Self::go_on) or [`commit`](Self::commit), which
+    /// the caller makes before it takes another branch.
+    fn bound_branches(&mut self, end: usize);
+
+    /// Whether the run goes on: no PMI wrote the output MSRs since the run
+    /// began.
     fn go_on(&mut self) -> bool;
+
+    /// The bound the last [`bound_branches`](Self::bound_branches) set, or
+    /// 0 once a PMI has written the output MSRs since: the one check a
+    /// conditional branch makes, for both the TNT's room and a PMI.
+    fn branch_bound(&self) -> usize;
 
     /// A packet of the current event was written: where a PMI may arrive in
     /// the middle of an event (the tracer's interrupt hook, in tests).
@@ -222,13 +234,22 @@ impl PacketStream {
             };
         }
 
+        // The index at which a conditional branch would fill the long TNT,
+        // given the bits pending at event `i`: the bound of the branches
+        // from `i` on, set again after every event that is not one (a
+        // branch moves both the index and the bits by one).
+        let full_at = |i: usize, tnt: u64| i + TNT_ROOM - usize::from(bits_below_stop(tnt));
+        out.bound_branches(full_at(0, tnt));
+        if !out.go_on() {
+            return run;
+        }
         let mut i = 0;
         while let Some(event) = events.get(i) {
             if let TraceEvent::Conditional { taken, .. } = *event {
                 // A bit, unless it is the one that fills a long TNT (that
-                // one emits the packet: `feed`'s), after the check for a
-                // PMI between two branches.
-                if tnt >= TNT_FULL || !out.go_on() {
+                // one emits the packet: `feed`'s) or a PMI came since the
+                // last event that was not a branch: one bound says both.
+                if i >= out.branch_bound() {
                     break;
                 }
                 tnt = (tnt << 1) | u64::from(taken);
@@ -286,7 +307,7 @@ impl PacketStream {
                 TraceEvent::Return { target } => {
                     // A compressed return is a TNT bit: as a conditional
                     // branch's, one that fills a long TNT is `feed`'s.
-                    if tnt >= TNT_FULL {
+                    if tnt >= 1 << TNT_ROOM {
                         break;
                     }
                     if self.config.return_compression && self.returns.pop_is(target) {
@@ -300,6 +321,7 @@ impl PacketStream {
                 _ => break,
             }
             i += 1;
+            out.bound_branches(full_at(i, tnt));
             if bytes.len > 0 {
                 if !out.commit(bytes.len, since_psb) {
                     run.uncommitted = Some((bytes.len, pending));
@@ -311,12 +333,14 @@ impl PacketStream {
                 if since_psb >= self.psb_period {
                     break;
                 }
+            } else if !out.go_on() {
+                break;
             }
         }
         run.fed = i;
         settle_branch(self, i);
         // INVARIANT: the outcomes below the stop bit, and only they.
-        let count = (u64::BITS - 1 - tnt.leading_zeros()) as u8;
+        let count = bits_below_stop(tnt);
         self.tnt_bits = tnt ^ (1 << count);
         self.tnt_count = count;
         self.since_psb = since_psb;
@@ -325,9 +349,17 @@ impl PacketStream {
     }
 }
 
-/// The TNT bits under their stop bit once they hold one bit short of a full
-/// long TNT.
-const TNT_FULL: u64 = 1 << (LONG_TNT_MAX - 1);
+/// How many outcomes `tnt`, TNT bits under their stop bit, holds: the stop
+/// bit's position (`tnt` is at least 1, the stop bit alone).
+#[inline(always)]
+fn bits_below_stop(tnt: u64) -> u8 {
+    // (`| 1` tells the compiler the word is not 0: one `bsr`.)
+    (u64::BITS - 1 - (tnt | 1).leading_zeros()) as u8
+}
+
+/// The TNT bits a direct run gathers at most: one short of a full long TNT
+/// (the bit that fills it emits it, which is `feed`'s).
+const TNT_ROOM: usize = LONG_TNT_MAX as usize - 1;
 
 #[cfg(test)]
 mod tests {
@@ -348,6 +380,12 @@ mod tests {
         commits: usize,
         fail_at: Option<usize>,
         packets: usize,
+        bound: usize,
+        /// A PMI comes after this many conditional branches have checked
+        /// the bound (each checks it once): it clears the bound and moves
+        /// the generation, so the window reports both from then on.
+        pmi_after: Option<usize>,
+        bound_checks: core::cell::Cell<usize>,
     }
 
     impl Window {
@@ -359,7 +397,15 @@ mod tests {
                 commits: 0,
                 fail_at,
                 packets: 0,
+                bound: 0,
+                pmi_after: None,
+                bound_checks: core::cell::Cell::new(0),
             }
+        }
+
+        /// Whether the PMI has come.
+        fn interrupted(&self) -> bool {
+            self.pmi_after.is_some_and(|n| self.bound_checks.get() >= n)
         }
     }
 
@@ -367,15 +413,25 @@ mod tests {
         fn window(&mut self) -> Option<*mut u8> {
             Some(self.buf)
         }
+        fn bound_branches(&mut self, end: usize) {
+            self.bound = end;
+        }
         fn go_on(&mut self) -> bool {
-            true
+            !self.interrupted()
+        }
+        fn branch_bound(&self) -> usize {
+            if self.interrupted() {
+                return 0;
+            }
+            self.bound_checks.set(self.bound_checks.get() + 1);
+            self.bound
         }
         fn packet_written(&mut self) {
             self.packets += 1;
         }
         fn commit(&mut self, n: usize, packet_bytes: u64) -> bool {
             self.commits += 1;
-            if self.fail_at == Some(self.commits) {
+            if self.fail_at == Some(self.commits) || self.interrupted() {
                 return false;
             }
             // SAFETY: `buf` is the test's 64 bytes, of which the event wrote
@@ -545,6 +601,42 @@ mod tests {
                 direct.feed(e, &mut general);
                 rest = after;
             }
+        }
+    }
+
+    #[test]
+    fn a_pmi_between_two_branches_ends_the_run_between_them() {
+        // Branches after a TIP, so that the run has bits to gather and a
+        // bound to keep; the PMI comes after `k` of them.
+        let mut events = Vec::from([
+            TraceEvent::Enable(0x40_0000),
+            TraceEvent::Indirect { target: 0x40_1000 },
+        ]);
+        events.extend((0..20u64).map(|n| TraceEvent::Conditional {
+            taken: n % 3 == 0,
+            next: 0x40_1000 + 16 * n,
+        }));
+        events.push(TraceEvent::Indirect { target: 0x40_2000 });
+        for k in 1..20 {
+            let config = PtConfig::default();
+            let mut reference = PacketStream::with_config(256, config);
+            let mut made = Bytes(Vec::new());
+            let mut direct = PacketStream::with_config(256, config);
+            let mut general = Bytes(Vec::new());
+            for stream in [&mut reference, &mut direct] {
+                stream.feed(events[0], &mut made);
+            }
+            let mut buf = [0u8; 64];
+            let mut window = Window::over(&mut buf, None);
+            window.pmi_after = Some(k);
+            let run = direct.feed_direct(&events[1..], &mut window);
+            // The TIP and the `k` branches before the PMI, nothing after.
+            assert_eq!(run.fed, 1 + k, "PMI after {k} branches");
+            assert!(run.uncommitted.is_none());
+            for &e in &events[1..2 + k] {
+                reference.feed(e, &mut general);
+            }
+            assert_eq!(format!("{direct:?}"), format!("{reference:?}"), "k {k}");
         }
     }
 }
