@@ -1281,6 +1281,9 @@ mod tests {
     use super::*;
     use crate::pt::topa::IdentityMap;
 
+    /// A driver write to the tracer's registers, by name.
+    type DriverWrite<'a> = (&'a str, &'a dyn Fn(&SoftTracer<'_>));
+
     /// Every write the driver makes, a PMI's among them, clears the bound
     /// a direct run's conditional branches go by as it moves the
     /// generation: a run in progress takes no further branch without
@@ -1288,7 +1291,7 @@ mod tests {
     #[test]
     fn every_driver_write_clears_the_branch_bound() {
         let tracer = SoftTracer::new(&IdentityMap, 4096);
-        let writes: [(&str, &dyn Fn(&SoftTracer<'_>)); 7] = [
+        let writes: [DriverWrite<'_>; 7] = [
             ("set_output", &|t| t.set_output(0x1000, 0x7f)),
             ("enable", &|t| t.enable()),
             ("disable", &|t| t.disable()),
