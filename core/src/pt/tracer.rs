@@ -105,8 +105,8 @@ pub struct SoftTracer<'p> {
     mask_ptrs: LocalU64,
     /// `IA32_RTIT_STATUS`.
     status: LocalU64,
-    /// `PacketByteCnt` as of the last completed write (what `status`
-    /// reports; a PMI inside a write sees the count before it).
+    /// `PacketByteCnt` as of the last completed write, unsaturated (see
+    /// `packet_byte_cnt`; a PMI inside a write sees the count before it).
     packet_bytes: LocalU64,
     /// The driver wrote `PacketByteCnt` 0 (an event's first configuration):
     /// the next write starts a new packet stream, PSB+ first, packet
@@ -436,11 +436,16 @@ impl<'p> SoftTracer<'p> {
     }
 
     /// `RTIT_STATUS.PacketByteCnt` as `status` reports it from here on:
-    /// `count`, saturated to the field's 17 bits.
+    /// `count`, saturated to the field's 17 bits when it is read (a write
+    /// sets it after every event: one store, no clamp).
     #[inline(always)]
     fn set_packet_bytes(&self, count: u64) {
-        self.packet_bytes
-            .store(count.min(STATUS_PACKET_BYTE_CNT >> 32));
+        self.packet_bytes.store(count);
+    }
+
+    /// `RTIT_STATUS.PacketByteCnt`: the count, saturated to its 17 bits.
+    fn packet_byte_cnt(&self) -> u64 {
+        self.packet_bytes.load().min(STATUS_PACKET_BYTE_CNT >> 32)
     }
 
     /// The packet generator to write with, from `slot`: a new one when the
@@ -1260,13 +1265,13 @@ impl TraceHw for SoftTracer<'_> {
     }
 
     fn status(&self) -> u64 {
-        self.status.load() | (self.packet_bytes.load() << 32)
+        self.status.load() | (self.packet_byte_cnt() << 32)
     }
 
     fn set_status(&self, status: u64) {
         self.status.store(status & !STATUS_PACKET_BYTE_CNT);
         let count = (status & STATUS_PACKET_BYTE_CNT) >> 32;
-        if count != self.packet_bytes.load() {
+        if count != self.packet_byte_cnt() {
             // Only 0 can be written in effect: the count restarts, and the
             // hardware sends a PSB when it is 0 (see `fresh`).
             self.packet_bytes.store(0);
