@@ -13,6 +13,7 @@
 
 pub mod buffer;
 pub mod config;
+mod output_regs;
 pub mod packet;
 pub mod pmu;
 pub mod step;

@@ -21,6 +21,7 @@ use core::ops::Range;
 use crate::sync::{LocalBool, LocalPtr, LocalU32, LocalU64, barrier, copy_to_memory};
 
 use super::config::{PtConfig, rtit_ctl};
+use super::output_regs::OutputRegs;
 use super::stream::{DIRECT_EVENT_MAX, DirectOutput, PacketSink, PacketStream, TraceEvent};
 use super::topa::{PhysMap, TENTS_PER_PAGE, TopaEntry, TopaPosition, TopaTable};
 
@@ -99,10 +100,9 @@ pub struct SoftTracer<'p> {
     ctl: LocalU64,
     /// The timestamp counter, running whether tracing is on or not.
     clock: LocalU64,
-    /// `IA32_RTIT_OUTPUT_BASE`.
-    base: LocalU64,
-    /// `IA32_RTIT_OUTPUT_MASK_PTRS`.
-    mask_ptrs: LocalU64,
+    /// `IA32_RTIT_OUTPUT_BASE` and `IA32_RTIT_OUTPUT_MASK_PTRS`, and what
+    /// a PMI did to them inside a write (see [`OutputRegs`]).
+    regs: OutputRegs,
     /// `IA32_RTIT_STATUS`.
     status: LocalU64,
     /// `PacketByteCnt` as of the last completed write, unsaturated (see
@@ -190,8 +190,7 @@ impl<'p> SoftTracer<'p> {
             psb_base,
             ctl: LocalU64::new(config.rtit_ctl() | rtit_ctl::TOPA),
             clock: LocalU64::new(0),
-            base: LocalU64::new(0),
-            mask_ptrs: LocalU64::new(0x7f),
+            regs: OutputRegs::new(0, 0x7f),
             status: LocalU64::new(0),
             packet_bytes: LocalU64::new(0),
             fresh: LocalBool::new(false),
@@ -297,7 +296,7 @@ impl<'p> SoftTracer<'p> {
             self.events.store(self.events.load() + 1);
         }
         barrier();
-        self.writing.store(false);
+        self.regs.release(&self.writing);
         done
     }
 
@@ -402,7 +401,7 @@ impl<'p> SoftTracer<'p> {
         self.events.store(index);
         self.set_packet_bytes(stream.packet_bytes());
         barrier();
-        self.writing.store(false);
+        self.regs.release(&self.writing);
         rest
     }
 
@@ -607,9 +606,10 @@ impl<'p> SoftTracer<'p> {
     /// write into it commits with.
     #[inline]
     fn window(&self) -> (*mut u8, u64, WindowMark) {
+        let generation = self.settled_generation();
         let mark = WindowMark {
-            generation: self.generation.load(),
-            mask_ptrs: self.mask_ptrs.load(),
+            generation,
+            mask_ptrs: self.regs.mask_ptrs(),
         };
         let room = if self.window_gen.load() == mark.generation {
             self.window_room.load()
@@ -629,12 +629,18 @@ impl<'p> SoftTracer<'p> {
     ///
     /// A PMI may arrive anywhere in a write, the hardware's never can:
     /// this is where the write becomes visible, at once. The output
-    /// position (`MASK_PTRS`) moves by one unlocked `cmpxchg`, which a PMI
-    /// sees entirely done or not at all, and only from the value the write
-    /// started at: a PMI that rewrote it first wins, and this write goes
-    /// round again. The window's own fields are the writer's alone, so a
-    /// PMI landing between the two can never make the window look larger
-    /// than it is: its `generation` step leaves it stale.
+    /// position (`MASK_PTRS`) moves by one plain store, which a PMI sees
+    /// entirely done or not at all: inside a write, a PMI never stores into
+    /// the output registers (its `set_output` is deferred, and it reads a
+    /// view frozen where the first PMI found the output; see
+    /// [`OutputRegs`]). The generation read after the store says whether a
+    /// PMI came since the mark; if one did, [`OutputRegs::resolve`] says
+    /// whether it saw the event (then the event is out) or came before the
+    /// store (then the event follows it, or goes round again when the PMI
+    /// moved the output or left tracing off). The window's own fields are
+    /// the writer's alone, so a PMI landing between the two can never make
+    /// the window look larger than it is: its `generation` step leaves it
+    /// stale.
     #[inline]
     fn commit(&self, mark: WindowMark, at: *mut u8, n: usize) -> bool {
         self.commit_hooked::<true>(mark, at, n)
@@ -644,15 +650,13 @@ impl<'p> SoftTracer<'p> {
     /// only if `HOOKS` (see [`hooked`](Self::hooked)).
     #[inline(always)]
     fn commit_hooked<const HOOKS: bool>(&self, mark: WindowMark, at: *mut u8, n: usize) -> bool {
-        if self.generation.load() != mark.generation {
-            return false;
-        }
         // The offset (bits 63:32) stays inside the region: no carry.
         let moved = mark.mask_ptrs + ((n as u64) << 32);
-        if self
-            .mask_ptrs
-            .compare_exchange(mark.mask_ptrs, moved)
-            .is_err()
+        self.regs.publish(moved);
+        // Pairs with `next_generation`: a driver write since the mark was
+        // taken moved it (the barrier in `publish` orders the load).
+        if self.generation.load() != mark.generation
+            && !self.regs.resolve(mark.mask_ptrs, moved, || self.tracing())
         {
             return false;
         }
@@ -688,6 +692,25 @@ impl<'p> SoftTracer<'p> {
         // Pairs with `Direct::bound_branches`: a direct run in progress
         // takes no further branch without looking at the generation.
         self.branch_bound.store(0);
+        self.regs.driver_wrote(self.writing.load());
+    }
+
+    /// The output generation, once the driver writes that came into this
+    /// write are settled (see [`OutputRegs`]): the writer's view of the
+    /// registers is current for it. A PMI after the read moves it on.
+    #[inline]
+    fn settled_generation(&self) -> u64 {
+        loop {
+            self.regs.settle();
+            barrier();
+            let generation = self.generation.load();
+            barrier();
+            // Pairs with `next_generation`: a PMI between the settle and the
+            // read above left something to settle.
+            if !self.regs.interrupted() {
+                return generation;
+            }
+        }
     }
 
     /// Opens the write window at the output position, if tracing through
@@ -695,14 +718,13 @@ impl<'p> SoftTracer<'p> {
     /// single-range output take the general path).
     fn open_window(&self) {
         // The generation first: a PMI from here on leaves the window stale.
-        let generation = self.generation.load();
-        barrier();
+        let generation = self.settled_generation();
         self.window_room.store(0);
         if !self.tracing() || !self.uses_topa() {
             return;
         }
-        let pos = TopaPosition::from_mask_ptrs(0, self.mask_ptrs.load());
-        let entry = self.entry(self.base.load(), pos.index);
+        let pos = TopaPosition::from_mask_ptrs(0, self.regs.mask_ptrs());
+        let entry = self.entry(self.regs.base(), pos.index);
         if entry.is_end() || pos.offset >= entry.size() {
             return;
         }
@@ -748,8 +770,9 @@ impl<'p> SoftTracer<'p> {
     /// fewer than `len`: a unit of `len` bytes does not fit. `None` when it
     /// does (or the walk ends: the write itself finds out why).
     fn room_before_stop(&self, len: u64) -> Option<u64> {
-        let mut base = self.base.load();
-        let mut pos = TopaPosition::from_mask_ptrs(0, self.mask_ptrs.load());
+        self.regs.settle();
+        let mut base = self.regs.base();
+        let mut pos = TopaPosition::from_mask_ptrs(0, self.regs.mask_ptrs());
         let mut room = 0;
         // A unit is at most UNIT_CAP bytes and a region at least 4 KiB: the
         // walk ends within the current region, an END link and the next.
@@ -778,18 +801,20 @@ impl<'p> SoftTracer<'p> {
     /// bytes at `OUTPUT_BASE`, wrapping at its end.
     fn emit_single(&self, mut bytes: &[u8]) {
         while !bytes.is_empty() && self.tracing() {
-            let mask = self.mask_ptrs.load();
+            // A PMI's set_output between two pieces takes effect here.
+            self.regs.settle();
+            let mask = self.regs.mask_ptrs();
             let size = (mask & 0xffff_ffff) + 1;
             let off = (mask >> 32) % size;
             let n = (size - off).min(bytes.len() as u64) as usize;
-            let dst = self.phys.to_virt(self.base.load() + off);
+            let dst = self.phys.to_virt(self.regs.base() + off);
             // SAFETY: `dst..dst + n` lies in the range the driver programmed
             // (the AUX page it handed to the tracer).
             unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, n) };
             self.written_piece(&bytes[..n]);
             bytes = &bytes[n..];
             let next = (off + n as u64) % size;
-            self.mask_ptrs.store((mask & 0xffff_ffff) | (next << 32));
+            self.regs.set_mask_ptrs((mask & 0xffff_ffff) | (next << 32));
             if let Some(f) = self.interrupt.get() {
                 f();
             }
@@ -808,13 +833,15 @@ impl<'p> SoftTracer<'p> {
                 self.halt(STATUS_ERROR);
                 return false;
             }
-            let mut pos = TopaPosition::from_mask_ptrs(0, self.mask_ptrs.load());
-            let entry = self.entry(self.base.load(), pos.index);
+            // A PMI's set_output between two pieces takes effect here.
+            self.regs.settle();
+            let mut pos = TopaPosition::from_mask_ptrs(0, self.regs.mask_ptrs());
+            let entry = self.entry(self.regs.base(), pos.index);
             if entry.is_end() {
-                self.base.store(entry.base());
+                self.regs.set_base(entry.base());
                 pos.index = 0;
                 pos.offset = 0;
-                self.mask_ptrs.store(pos.mask_ptrs());
+                self.regs.set_mask_ptrs(pos.mask_ptrs());
                 continue;
             }
             let room = entry.size() - pos.offset;
@@ -835,7 +862,7 @@ impl<'p> SoftTracer<'p> {
                 let mut at = pos;
                 at.offset += n as u64;
                 if at.offset < entry.size() {
-                    self.mask_ptrs.store(at.mask_ptrs());
+                    self.regs.set_mask_ptrs(at.mask_ptrs());
                     f();
                 }
             }
@@ -845,14 +872,14 @@ impl<'p> SoftTracer<'p> {
                     self.pmi.store(self.pmi.load() + 1);
                 }
                 if entry.stop() {
-                    self.mask_ptrs.store(pos.mask_ptrs());
+                    self.regs.set_mask_ptrs(pos.mask_ptrs());
                     self.halt(STATUS_STOPPED);
                     return bytes.is_empty();
                 }
                 pos.index += 1;
                 pos.offset = 0;
             }
-            self.mask_ptrs.store(pos.mask_ptrs());
+            self.regs.set_mask_ptrs(pos.mask_ptrs());
         }
         bytes.is_empty()
     }
@@ -1029,11 +1056,22 @@ impl<'t, 'p> Output<'t, 'p> {
     }
 
     /// The `n` bytes a direct run wrote at the window for its last event,
-    /// which did not commit, are the current event's (direct): ending it
-    /// writes them again through the unit buffer (see `flush`).
+    /// which did not commit, are the current event's: ending it writes them
+    /// again through the unit buffer (as `flush` does after a commit that
+    /// failed, and without committing them a second time).
     fn adopt_direct(&mut self, n: usize) {
-        self.len = n;
-        self.direct = true;
+        // SAFETY: as in `flush`: the run wrote `n <= DIRECT_EVENT_MAX`
+        // bytes at `window`, AUX memory that a PMI does not free, and the
+        // unit buffer (this output's) holds `UNIT_CAP >= n` bytes.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                self.window,
+                self.tracer.unit.get().cast::<u8>(),
+                n.min(UNIT_CAP),
+            )
+        };
+        self.len = n.min(UNIT_CAP);
+        self.direct = false;
     }
 }
 
@@ -1226,7 +1264,7 @@ impl TraceHw for SoftTracer<'_> {
                 }
             }
             barrier();
-            self.writing.store(false);
+            self.regs.release(&self.writing);
         }
         self.set_ctl(rtit_ctl::TRACE_EN, false);
     }
@@ -1241,12 +1279,13 @@ impl TraceHw for SoftTracer<'_> {
 
     fn set_output(&self, base: u64, mask_ptrs: u64) {
         self.next_generation();
-        self.base.store(base);
-        self.mask_ptrs.store(mask_ptrs);
+        // Inside a write (this is a PMI's call), deferred until the writer
+        // settles (see `OutputRegs`).
+        self.regs.set(self.writing.load(), base, mask_ptrs);
     }
 
     fn output(&self) -> (u64, u64) {
-        (self.base.load(), self.mask_ptrs.load())
+        self.regs.read()
     }
 
     fn configure(&self, config: PtConfig) {
