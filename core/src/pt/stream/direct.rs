@@ -321,7 +321,12 @@ impl PacketStream {
                 _ => break,
             }
             i += 1;
-            out.bound_branches(full_at(i, tnt));
+            // (After a packet the bits are out: their room is whole.)
+            out.bound_branches(if tnt == 1 {
+                i + TNT_ROOM
+            } else {
+                full_at(i, tnt)
+            });
             if bytes.len > 0 {
                 if !out.commit(bytes.len, since_psb) {
                     run.uncommitted = Some((bytes.len, pending));
