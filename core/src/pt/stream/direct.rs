@@ -186,18 +186,24 @@ impl PacketStream {
         // Every event of the run is fed: event `i` of the run is the
         // stream's event `first + i`.
         let first = self.events;
+        // The events a decoder walks past and the newest bit's event, held
+        // for the run: every writing event moves one of them, and they are
+        // stored back once at its end.
+        let (mut covered, mut last_bit) = (self.covered, self.last_bit);
         // What a conditional branch changes in the generator besides its
         // bit, the next IP and the newest bit's event, is written at the
         // next event that is not one, and at the run's end: a loop's worth
         // of branches writes it once.
-        let settle_branch = |this: &mut PacketStream, i: usize| {
-            if let Some(&TraceEvent::Conditional { next, .. }) =
-                i.checked_sub(1).and_then(|last| events.get(last))
-            {
-                this.current_ip = next;
-                this.last_bit = first + i as u64 - 1;
-            }
-        };
+        macro_rules! settle_branch {
+            ($i:expr) => {
+                if let Some(&TraceEvent::Conditional { next, .. }) =
+                    $i.checked_sub(1).and_then(|last| events.get(last))
+                {
+                    self.current_ip = next;
+                    last_bit = first + $i as u64 - 1;
+                }
+            };
+        }
 
         // The pending TNT bits as a packet, before any other packet of the
         // event (`PacketStream::flush_tnt`, but for `covered`: the callers
@@ -230,7 +236,7 @@ impl PacketStream {
                 // SAFETY: as above.
                 unsafe { $bytes.put_ip(IpPacket::Tip.opcode(), ip_bytes, $target, out) };
                 since_psb += 1 + ip_bytes.payload_len() as u64;
-                self.covered = $index + 1;
+                covered = $index + 1;
             };
         }
 
@@ -261,19 +267,19 @@ impl PacketStream {
             };
             let index = first + i as u64;
             let mut bytes = EventBytes { at, len: 0 };
-            let pending = index - self.covered;
+            let pending = index - covered;
             if let TraceEvent::Indirect { target } = *event {
                 // The TIP moves the IP: of a branch just before it, only its
                 // bit's event is left to settle.
                 if let Some(TraceEvent::Conditional { .. }) =
                     i.checked_sub(1).and_then(|last| events.get(last))
                 {
-                    self.last_bit = index - 1;
+                    last_bit = index - 1;
                 }
                 tip!(bytes, target, index);
                 self.current_ip = target;
             } else {
-                settle_branch(self, i);
+                settle_branch!(i);
             }
             match *event {
                 TraceEvent::Indirect { .. } => {}
@@ -284,7 +290,7 @@ impl PacketStream {
                         // The bits' branches are walked past once they are
                         // out (`PacketStream::flush_tnt`).
                         if tnt > 1 {
-                            self.covered = self.covered.max(self.last_bit + 1);
+                            covered = covered.max(last_bit + 1);
                         }
                         put_tnt!(bytes);
                         // SAFETY: as above.
@@ -311,7 +317,7 @@ impl PacketStream {
                         break;
                     }
                     if self.config.return_compression && self.returns.pop_is(target) {
-                        self.last_bit = index;
+                        last_bit = index;
                         tnt = (tnt << 1) | 1;
                     } else {
                         tip!(bytes, target, index);
@@ -343,7 +349,9 @@ impl PacketStream {
             }
         }
         run.fed = i;
-        settle_branch(self, i);
+        settle_branch!(i);
+        self.covered = covered;
+        self.last_bit = last_bit;
         // INVARIANT: the outcomes below the stop bit, and only they.
         let count = bits_below_stop(tnt);
         self.tnt_bits = tnt ^ (1 << count);
