@@ -270,12 +270,13 @@ impl PacketStream {
             let pending = index - covered;
             if let TraceEvent::Indirect { target } = *event {
                 // The TIP moves the IP: of a branch just before it, only its
-                // bit's event is left to settle.
-                if let Some(TraceEvent::Conditional { .. }) =
-                    i.checked_sub(1).and_then(|last| events.get(last))
-                {
-                    last_bit = index - 1;
-                }
+                // bit's event is left to settle. (Whether there is one is as
+                // random as the program's branches: a select, not a branch.)
+                let after_branch = matches!(
+                    i.checked_sub(1).and_then(|last| events.get(last)),
+                    Some(TraceEvent::Conditional { .. })
+                );
+                last_bit = core::hint::select_unpredictable(after_branch, index - 1, last_bit);
                 tip!(bytes, target, index);
                 self.current_ip = target;
             } else {
