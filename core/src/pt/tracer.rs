@@ -22,7 +22,9 @@ use crate::sync::{LocalBool, LocalPtr, LocalU32, LocalU64, barrier, copy_to_memo
 
 use super::config::{PtConfig, rtit_ctl};
 use super::output_regs::OutputRegs;
-use super::stream::{DIRECT_EVENT_MAX, DirectOutput, PacketSink, PacketStream, TraceEvent};
+use super::stream::{
+    DIRECT_EVENT_MAX, DirectOutput, DirectRun, PacketSink, PacketStream, TraceEvent,
+};
 use super::topa::{PhysMap, TENTS_PER_PAGE, TopaEntry, TopaPosition, TopaTable};
 
 /// `RTIT_STATUS.Stopped` (bit 5).
@@ -362,9 +364,7 @@ impl<'p> SoftTracer<'p> {
             // The events a program makes every few instructions, straight
             // into the window while it has room, committed one by one.
             if out.direct_ready() {
-                let mut direct = Direct::<HOOKS>::new(&out);
-                let run = stream.feed_direct(rest, &mut direct);
-                direct.finish(&mut out);
+                let run = self.direct_run::<HOOKS>(stream, rest, &mut out);
                 rest = rest.get(run.fed..).unwrap_or_default();
                 index += run.fed as u64;
                 if let Some((n, pending)) = run.uncommitted {
@@ -403,6 +403,23 @@ impl<'p> SoftTracer<'p> {
         barrier();
         self.regs.release(&self.writing);
         rest
+    }
+
+    /// A direct run of `stream` over the start of `events` into `out`'s
+    /// window ([`PacketStream::feed_direct`]). A function of its own, so
+    /// that the run's loop has the registers to itself: inlined into
+    /// `trace_run`, it shares them with the general path's, and spills.
+    #[inline(never)]
+    fn direct_run<const HOOKS: bool>(
+        &self,
+        stream: &mut PacketStream,
+        events: &[TraceEvent],
+        out: &mut Output<'_, 'p>,
+    ) -> DirectRun {
+        let mut direct = Direct::<HOOKS>::new(out);
+        let run = stream.feed_direct(events, &mut direct);
+        direct.finish(out);
+        run
     }
 
     /// Ends the trace event `index`, whose packets went to `out` and which

@@ -38,7 +38,7 @@
 
 mod direct;
 
-pub(crate) use direct::{DIRECT_EVENT_MAX, DirectOutput};
+pub(crate) use direct::{DIRECT_EVENT_MAX, DirectOutput, DirectRun};
 
 use super::config::PtConfig;
 use super::packet::{
