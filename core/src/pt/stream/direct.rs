@@ -276,7 +276,7 @@ impl PacketStream {
                     i.checked_sub(1).and_then(|last| events.get(last)),
                     Some(TraceEvent::Conditional { .. })
                 );
-                last_bit = core::hint::select_unpredictable(after_branch, index - 1, last_bit);
+                last_bit = select(after_branch, index - 1, last_bit);
                 tip!(bytes, target, index);
                 self.current_ip = target;
             } else {
@@ -361,6 +361,16 @@ impl PacketStream {
         self.events = first + i as u64;
         run
     }
+}
+
+/// `if pick { a } else { b }` by arithmetic, not a branch: for a choice as
+/// random as the program traced, where a mispredicted branch costs more
+/// than the arithmetic (`core::hint::select_unpredictable` does this from
+/// Rust 1.88 on; the workspace builds with 1.86).
+#[inline(always)]
+fn select(pick: bool, a: u64, b: u64) -> u64 {
+    let mask = u64::from(pick).wrapping_neg();
+    (a & mask) | (b & !mask)
 }
 
 /// How many outcomes `tnt`, TNT bits under their stop bit, holds: the stop
