@@ -368,8 +368,9 @@ impl<'p> SoftTracer<'p> {
                 rest = rest.get(run.fed..).unwrap_or_default();
                 index += run.fed as u64;
                 if let Some((n, pending)) = run.uncommitted {
-                    // A PMI moved the output inside the last event: its
-                    // bytes go out again where the output is now.
+                    // A PMI inside the last event kept its bytes out (it
+                    // moved the output, or left tracing off): they go out
+                    // again where the output is now, if tracing is on.
                     out.adopt_direct(n);
                     self.end_event(stream, &mut out, pending, index - 1);
                 }
@@ -929,8 +930,9 @@ struct WindowMark {
 ///
 /// A PMI may interrupt an event's direct write half done; it sees the
 /// output position before the event (as it does a gathered one). When it
-/// wrote the output MSRs, the event's commit fails and its bytes are
-/// gathered and emitted where the output is after the PMI.
+/// moved the output or left tracing off, the event's commit fails and its
+/// bytes are gathered and emitted where the output is after the PMI (see
+/// [`SoftTracer::commit`]).
 struct Output<'t, 'p> {
     tracer: &'t SoftTracer<'p>,
     /// The write window: its free space starts here, ...

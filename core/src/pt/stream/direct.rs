@@ -51,9 +51,10 @@ pub(crate) trait DirectOutput {
     fn packet_written(&mut self);
 
     /// The current event's `n` packet bytes at the window are complete;
-    /// `packet_bytes` is `PacketByteCnt` after them. Returns `false`, with
-    /// nothing done, when a PMI moved the output since
-    /// [`window`](Self::window): the bytes are not output.
+    /// `packet_bytes` is `PacketByteCnt` after them. Returns `false` when a
+    /// PMI that came since [`window`](Self::window) keeps them out (it did
+    /// not see them, and moved the output or left tracing off): the bytes
+    /// are not output, and the window stays where it was.
     fn commit(&mut self, n: usize, packet_bytes: u64) -> bool;
 
     /// A timestamp event: the tracer's clock now reads `tsc`.
@@ -65,7 +66,7 @@ pub(crate) struct DirectRun {
     /// The events fed to the generator, from the start of the run.
     pub fed: usize,
     /// The last event fed wrote this many bytes at the window and they did
-    /// not commit (a PMI moved the output in the middle of the event),
+    /// not commit (a PMI in the middle of the event kept them out),
     /// with the events a decoder could not walk past before that event
     /// (see [`PacketStream::unwritten_events`]). The caller writes the
     /// bytes again where the output is now.
