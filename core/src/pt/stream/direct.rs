@@ -158,7 +158,9 @@ impl PacketStream {
     /// nothing is fed).
     ///
     /// One loop takes every event, so that a conditional branch costs its
-    /// bit and the check for a PMI, nothing more: the TNT bits are held
+    /// bit and one compare, nothing more: its bound
+    /// ([`DirectOutput::branch_bound`]) stands for both the TNT's room and
+    /// a PMI since the last event that was not a branch. The TNT bits are held
     /// under a stop bit (the packet's payload as it stands, no count
     /// beside them), and what a branch would write into the generator (the
     /// next IP, the newest bit's event) is written once for a loop's worth
