@@ -371,7 +371,7 @@ impl<'p> SoftTracer<'p> {
                     // A PMI inside the last event kept its bytes out (it
                     // moved the output, or left tracing off): they go out
                     // again where the output is now, if tracing is on.
-                    out.adopt_direct(n);
+                    out.gather_window(n);
                     self.end_event(stream, &mut out, pending, index - 1);
                 }
                 if run.fed > 0 {
@@ -1018,21 +1018,27 @@ impl<'t, 'p> Output<'t, 'p> {
                 self.len = 0;
                 return;
             }
-            // A PMI wrote the output MSRs inside this event: its bytes go
-            // out again through `emit`, from the unit buffer.
-            // SAFETY: the event wrote its `len <= UNIT_CAP` bytes at
-            // `window`, the AUX memory, which a PMI does not free; the unit
-            // buffer (this output's, see `new`) holds `UNIT_CAP` bytes and
-            // is not the output.
-            unsafe {
-                core::ptr::copy_nonoverlapping(
-                    self.window,
-                    self.tracer.unit.get().cast::<u8>(),
-                    self.len,
-                )
-            };
+            // A PMI inside this event kept its bytes out (see
+            // `SoftTracer::commit`): they go out again through `emit`.
+            self.gather_window(self.len);
         }
         self.emit_gathered();
+    }
+
+    /// The current event's `n` bytes at the window, which did not commit
+    /// (in `flush`, or the last event of a direct run), go to the unit
+    /// buffer: the event goes on gathered, and ending it emits them where
+    /// the output is now, without committing them a second time.
+    fn gather_window(&mut self, n: usize) {
+        let n = n.min(UNIT_CAP);
+        // SAFETY: the event wrote its `n <= UNIT_CAP` bytes at `window`, the
+        // AUX memory, which a PMI does not free; the unit buffer (this
+        // output's, see `new`) holds `UNIT_CAP` bytes and is not the output.
+        unsafe {
+            core::ptr::copy_nonoverlapping(self.window, self.tracer.unit.get().cast::<u8>(), n)
+        };
+        self.len = n;
+        self.direct = false;
     }
 
     /// [`flush`](Self::flush) of the bytes gathered in the unit buffer.
@@ -1072,25 +1078,6 @@ impl<'t, 'p> Output<'t, 'p> {
     #[inline(always)]
     fn direct_ready(&self) -> bool {
         self.len == 0 && self.room > UNIT_CAP as u64
-    }
-
-    /// The `n` bytes a direct run wrote at the window for its last event,
-    /// which did not commit, are the current event's: ending it writes them
-    /// again through the unit buffer (as `flush` does after a commit that
-    /// failed, and without committing them a second time).
-    fn adopt_direct(&mut self, n: usize) {
-        // SAFETY: as in `flush`: the run wrote `n <= DIRECT_EVENT_MAX`
-        // bytes at `window`, AUX memory that a PMI does not free, and the
-        // unit buffer (this output's) holds `UNIT_CAP >= n` bytes.
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                self.window,
-                self.tracer.unit.get().cast::<u8>(),
-                n.min(UNIT_CAP),
-            )
-        };
-        self.len = n.min(UNIT_CAP);
-        self.direct = false;
     }
 }
 
