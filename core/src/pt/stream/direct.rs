@@ -272,14 +272,9 @@ impl PacketStream {
             let mut bytes = EventBytes { at, len: 0 };
             let pending = index - covered;
             if let TraceEvent::Indirect { target } = *event {
-                // The TIP moves the IP: of a branch just before it, only its
-                // bit's event is left to settle. (Whether there is one is as
-                // random as the program's branches: a select, not a branch.)
-                let after_branch = matches!(
-                    i.checked_sub(1).and_then(|last| events.get(last)),
-                    Some(TraceEvent::Conditional { .. })
-                );
-                last_bit = select(after_branch, index - 1, last_bit);
+                // The TIP moves the IP and empties the TNT bits, after which
+                // the newest bit's event means nothing (`last_bit`): a
+                // branch just before it leaves nothing to settle.
                 tip!(bytes, target, index);
                 self.current_ip = target;
             } else {
@@ -369,16 +364,6 @@ impl PacketStream {
         self.events = first + i as u64;
         run
     }
-}
-
-/// `if pick { a } else { b }` by arithmetic, not a branch: for a choice as
-/// random as the program traced, where a mispredicted branch costs more
-/// than the arithmetic (`core::hint::select_unpredictable` does this from
-/// Rust 1.88 on; the workspace builds with 1.86).
-#[inline(always)]
-fn select(pick: bool, a: u64, b: u64) -> u64 {
-    let mask = u64::from(pick).wrapping_neg();
-    (a & mask) | (b & !mask)
 }
 
 /// How many outcomes `tnt`, TNT bits under their stop bit, holds: the stop

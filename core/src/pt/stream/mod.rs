@@ -168,7 +168,7 @@ impl ReturnStack {
 }
 
 /// The tracer's packet generator.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct PacketStream {
     config: PtConfig,
     ip: IpCompressor,
@@ -192,13 +192,41 @@ pub struct PacketStream {
     returns: ReturnStack,
     /// Events fed so far.
     events: u64,
-    /// The index of the event of the newest TNT bit gathered.
+    /// The index of the event of the newest TNT bit gathered, while there
+    /// are bits (`tnt_count > 0`): only emitting them reads it, to move
+    /// `covered` past it. With none it means nothing, and the direct run
+    /// leaves it as it is where a TIP empties the bits.
     last_bit: u64,
     /// The events a decoder has walked past once it has every packet handed
     /// out so far: those up to the newest TNT bit flushed or IP packet put.
     /// The events after them (direct jumps and calls, which make no packet,
     /// among them) it reaches only with a later packet.
     covered: u64,
+}
+
+/// Every field but `last_bit` while no TNT bit is pending, where it means
+/// nothing: two generators that will make the same packets print alike.
+impl core::fmt::Debug for PacketStream {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut s = f.debug_struct("PacketStream");
+        s.field("config", &self.config)
+            .field("ip", &self.ip)
+            .field("tnt_bits", &self.tnt_bits)
+            .field("tnt_count", &self.tnt_count)
+            .field("psb_period", &self.psb_period)
+            .field("since_psb", &self.since_psb)
+            .field("current_ip", &self.current_ip)
+            .field("enabled", &self.enabled)
+            .field("mode", &self.mode)
+            .field("clock", &self.clock)
+            .field("ratio", &self.ratio)
+            .field("returns", &self.returns)
+            .field("events", &self.events);
+        if self.tnt_count > 0 {
+            s.field("last_bit", &self.last_bit);
+        }
+        s.field("covered", &self.covered).finish()
+    }
 }
 
 impl PacketStream {
