@@ -165,7 +165,8 @@ pub struct SoftTracer<'p> {
     output_stopped: LocalBool,
     /// Events lost in all (see [`lost_events`](SoftTracer::lost_events)).
     lost_events: LocalU64,
-    /// Bytes written into the output since creation.
+    /// Bytes written into the output since creation (a direct run without
+    /// hooks counts its bytes once, at its end: see `Direct::finish`).
     written: LocalU64,
     /// Sees every byte written to the output (models in tests and tools).
     /// Instrumentation, set while nothing traces (see `set_tap`).
@@ -665,7 +666,8 @@ impl<'p> SoftTracer<'p> {
     }
 
     /// [`commit`](Self::commit), telling the tap and the interrupt hook
-    /// only if `HOOKS` (see [`hooked`](Self::hooked)).
+    /// only if `HOOKS` (see [`hooked`](Self::hooked)). Without `HOOKS` (a
+    /// direct run's commit) the caller counts the bytes in `written`.
     #[inline(always)]
     fn commit_hooked<const HOOKS: bool>(&self, mark: WindowMark, at: *mut u8, n: usize) -> bool {
         // The offset (bits 63:32) stays inside the region: no carry.
@@ -679,7 +681,6 @@ impl<'p> SoftTracer<'p> {
             return false;
         }
         if !HOOKS {
-            self.written.store(self.written.load() + n as u64);
             return true;
         }
         // SAFETY: the `n` bytes at `at` were just written by this tracer,
@@ -1091,14 +1092,15 @@ const _: () = assert!(DIRECT_EVENT_MAX <= UNIT_CAP);
 /// ([`SoftTracer::hooked`], read once for the run).
 ///
 /// # Invariants
-/// `at..limit + UNIT_CAP` is the free part of the window the output held
-/// when the run began (`limit` lies `UNIT_CAP` bytes before its end): while
+/// The free part of the window the output held when the run began starts
+/// at `at` and ends `UNIT_CAP` bytes or more past `limit`: while
 /// `at < limit`, more than `UNIT_CAP` bytes are free at `at`.
 struct Direct<'t, 'p, const HOOKS: bool> {
     tracer: &'t SoftTracer<'p>,
     /// Where the window's free space starts.
     at: *mut u8,
-    /// `UNIT_CAP` bytes before the window's end.
+    /// Where the run ends: `UNIT_CAP` bytes before the window's end, or
+    /// earlier where a PSB+ is due (`end_after`).
     limit: *mut u8,
     /// The mark the run's writes commit against (see [`SoftTracer::commit`]).
     mark: WindowMark,
@@ -1120,13 +1122,19 @@ impl<'t, 'p, const HOOKS: bool> Direct<'t, 'p, HOOKS> {
         }
     }
 
-    /// Hands the window back to `out`, moved past what the run committed.
+    /// Hands the window back to `out`, moved past what the run committed,
+    /// and counts those bytes as written (with `HOOKS`, each commit counted
+    /// its own for the tap).
     #[inline(always)]
     fn finish(self, out: &mut Output<'t, 'p>) {
         let used = self.at as usize - out.window as usize;
         out.window = self.at;
         out.room -= used as u64;
         out.mark = self.mark;
+        if !HOOKS {
+            let written = &self.tracer.written;
+            written.store(written.load() + used as u64);
+        }
     }
 }
 
@@ -1134,10 +1142,24 @@ impl<const HOOKS: bool> DirectOutput for Direct<'_, '_, HOOKS> {
     #[inline(always)]
     fn window(&mut self) -> Option<*mut u8> {
         // The generation is read again before every event: a PMI inside the
-        // last one's commit may have written the output MSRs.
-        ((self.at as usize) < self.limit as usize
-            && self.tracer.generation.load() == self.mark.generation)
-            .then_some(self.at)
+        // last one's commit may have written the output MSRs. (The room is
+        // there: `at < limit` when the run begins, and `full` ends it after
+        // the commit that reaches `limit`.)
+        (self.tracer.generation.load() == self.mark.generation).then_some(self.at)
+    }
+
+    #[inline(always)]
+    fn end_after(&mut self, bytes: u64) {
+        let room = self.limit as usize - self.at as usize;
+        // INVARIANT: `limit` only comes nearer.
+        self.limit = self
+            .at
+            .wrapping_add(usize::try_from(bytes).map_or(room, |b| b.min(room)));
+    }
+
+    #[inline(always)]
+    fn full(&self) -> bool {
+        self.at >= self.limit
     }
 
     #[inline(always)]

@@ -26,9 +26,21 @@ pub(crate) const DIRECT_EVENT_MAX: usize = 17;
 /// The output a direct run writes into: the tracer's write window.
 pub(crate) trait DirectOutput {
     /// Where the next event's packets go, with room for
-    /// [`DIRECT_EVENT_MAX`] bytes there; `None` ends the run (the window is
-    /// nearly full, or a PMI wrote the output MSRs since the last event).
+    /// [`DIRECT_EVENT_MAX`] bytes there (the run begins with that room, and
+    /// ends after a commit that leaves less: [`full`](Self::full)); `None`
+    /// ends the run (a PMI wrote the output MSRs since the last event).
     fn window(&mut self) -> Option<*mut u8>;
+
+    /// Makes [`full`](Self::full) true once `bytes` more bytes are
+    /// committed: where the run must end for a PSB+ (`feed`'s). Called
+    /// once, before the run's first event, with `bytes` at least 1.
+    fn end_after(&mut self, bytes: u64);
+
+    /// After a commit: the window has no room for another event's
+    /// [`DIRECT_EVENT_MAX`] bytes, or the bytes [`end_after`](Self::end_after)
+    /// allowed are written. One compare for both: the run's bytes move
+    /// the window and the PSB count alike.
+    fn full(&self) -> bool;
 
     /// Bounds the run's conditional branches: they go on while their index
     /// in the run is below `end` (see [`branch_bound`](Self::branch_bound)).
@@ -185,6 +197,8 @@ impl PacketStream {
         // `tnt_bits < 1 << tnt_count` (the invariant), so the stop bit goes
         // right above them, and a branch shifts its outcome in below.
         let mut tnt = self.tnt_bits | (1 << self.tnt_count);
+        // The PSB byte count: the events' bytes, committed or not (the
+        // caller writes those again), added at each event's end.
         let mut since_psb = self.since_psb;
         // Every event of the run is fed: event `i` of the run is the
         // stream's event `first + i`.
@@ -219,11 +233,9 @@ impl PacketStream {
                         // SAFETY: the event's packets fit the window
                         // (`DIRECT_EVENT_MAX`); as for every packet below.
                         unsafe { $bytes.put_byte((tnt << 1) as u8, out) };
-                        since_psb += 1;
                     } else {
                         // SAFETY: as above.
                         unsafe { $bytes.put_word(LONG_TNT_HEADER | (tnt << 16), out) };
-                        since_psb += 8;
                     }
                     tnt = 1;
                 }
@@ -238,7 +250,6 @@ impl PacketStream {
                 let ip_bytes = self.ip.compress($target);
                 // SAFETY: as above.
                 unsafe { $bytes.put_ip(IpPacket::Tip.opcode(), ip_bytes, $target, out) };
-                since_psb += 1 + ip_bytes.payload_len() as u64;
                 covered = $index + 1;
             };
         }
@@ -249,6 +260,8 @@ impl PacketStream {
         // branch moves both the index and the bits by one).
         let full_at = |i: usize, tnt: u64| i + TNT_ROOM - usize::from(bits_below_stop(tnt));
         out.bound_branches(full_at(0, tnt));
+        // Only a write brings a PSB+ nearer, and by the bytes it commits.
+        out.end_after(self.psb_period - since_psb);
         if !out.go_on() {
             return run;
         }
@@ -299,7 +312,6 @@ impl PacketStream {
                         put_tnt!(bytes);
                         // SAFETY: as above.
                         unsafe { bytes.put_word(u64::from_le_bytes(tsc(self.clock)), out) };
-                        since_psb += 8;
                     }
                 }
                 TraceEvent::Jump { target } => self.current_ip = target,
@@ -338,14 +350,15 @@ impl PacketStream {
                 full_at(i, tnt)
             });
             if bytes.len > 0 {
+                // (`since_psb` is below the period before the event, which
+                // adds at most DIRECT_EVENT_MAX: the sum cannot overflow.)
+                since_psb += bytes.len as u64;
                 if !out.commit(bytes.len, since_psb) {
                     run.uncommitted = Some((bytes.len, pending));
                     break;
                 }
-                // Only a write brings a PSB+ nearer. (`since_psb` is below
-                // the period before the event, which adds at most
-                // DIRECT_EVENT_MAX: the sums cannot overflow.)
-                if since_psb >= self.psb_period {
+                // The window's end or a PSB+ is near.
+                if out.full() {
                     break;
                 }
             } else if !out.go_on() {
@@ -403,6 +416,8 @@ mod tests {
         /// the generation, so the window reports both from then on.
         pmi_after: Option<usize>,
         bound_checks: core::cell::Cell<usize>,
+        /// The bytes to commit until a PSB+ is due (`end_after`).
+        psb_room: u64,
     }
 
     impl Window {
@@ -417,6 +432,7 @@ mod tests {
                 bound: 0,
                 pmi_after: None,
                 bound_checks: core::cell::Cell::new(0),
+                psb_room: 0,
             }
         }
 
@@ -429,6 +445,13 @@ mod tests {
     impl DirectOutput for Window {
         fn window(&mut self) -> Option<*mut u8> {
             Some(self.buf)
+        }
+        fn end_after(&mut self, bytes: u64) {
+            assert!(bytes > 0);
+            self.psb_room = bytes;
+        }
+        fn full(&self) -> bool {
+            self.psb_room == 0
         }
         fn bound_branches(&mut self, end: usize) {
             self.bound = end;
@@ -456,6 +479,7 @@ mod tests {
             self.out
                 .extend_from_slice(unsafe { core::slice::from_raw_parts(self.buf, n) });
             assert!(packet_bytes > 0);
+            self.psb_room = self.psb_room.saturating_sub(n as u64);
             true
         }
         fn clock(&mut self, _: u64) {}
