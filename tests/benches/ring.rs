@@ -8,17 +8,21 @@
 //!   ([`MinimalRing`]); `minimal-paged`, `minimal-paged-checked` and
 //!   `kernel-steps` add the steps Linux's write path takes beyond it, one
 //!   at a time ([`StepRing`]), so that one run prices each.
-//! - `copy/<size>/{perfaux,memcpy_same_offset,memcpy_aligned}`: records of
-//!   4 KiB to 64 KiB through a handle that crosses 4 KiB chunks and the ring
-//!   end of a 128 KiB ring, against one plain memcpy of the same bytes into
-//!   a 128 KiB area at the positions a ring would use (8-byte aligned, 40
-//!   bytes past a cache line) and at cache-line-aligned positions.
+//! - `copy/<size>/{perfaux,memcpy_pages,memcpy_same_offset,memcpy_aligned}`:
+//!   records of 4 KiB to 64 KiB through a handle that crosses 4 KiB chunks
+//!   and the ring end of a 128 KiB ring, against a bare walk over 128 KiB
+//!   of separate 4 KiB pages copying page by page as Linux's
+//!   `__output_copy` does (`memcpy_pages`), and one plain memcpy of the
+//!   same bytes into a 128 KiB area at the positions a ring would use
+//!   (8-byte aligned, 40 bytes past a cache line) and at cache-line-aligned
+//!   positions.
 //!
 //! - `sample/<aux size>-<contiguous|wrapped>/{perfaux,memcpy}`: a PMI-path
 //!   sample (IP|TID|TIME|CPU|PERIOD + AUX) with 4, 16 and 64 KiB snapshots
 //!   through the test PMU's `snapshot_aux`, against memcpy of the same AUX
-//!   bytes from the AUX pages (`memcpy-same-source`) and, as in earlier
-//!   runs, one memcpy from a contiguous buffer (`memcpy`).
+//!   bytes from the AUX pages (`memcpy-same-source`), the same bytes into
+//!   separate 4 KiB pages by a bare walk (`memcpy-pages`) and, as in
+//!   earlier runs, one memcpy from a contiguous buffer (`memcpy`).
 //!
 //! - `pt/tracer/4096-{events,branches}`: the software PT tracer's packet
 //!   throughput through ToPA, one `trace` call per event, for a program's
@@ -480,6 +484,34 @@ fn copy_path(c: &mut Criterion) {
             })
         });
 
+        // The same bytes into 128 KiB of separate 4 KiB pages at the same
+        // positions, by a bare walk over the pages copying as perfaux does
+        // (`copy_like_perfaux`): the shape of Linux's `__output_copy`, which
+        // copies page by page, with none of the ring's protocol. Between
+        // this and one memcpy lies what the pages cost; between perfaux and
+        // this, what perfaux's handle costs.
+        let pages = RingMemory::new(32, 0);
+        let page_ptrs = pages.chunks();
+        let mut pos = 40usize;
+        group.bench_function(BenchmarkId::new(size.to_string(), "memcpy_pages"), |b| {
+            b.iter(|| {
+                let mut rest = black_box(record);
+                let mut at = pos;
+                while !rest.is_empty() {
+                    let in_page = at % 4096;
+                    let n = rest.len().min(4096 - in_page);
+                    let page = page_ptrs[(at / 4096) % page_ptrs.len()];
+                    // SAFETY: `in_page + n <= 4096` bytes of one of the
+                    // ring's pages; the record is another allocation.
+                    unsafe { copy_like_perfaux(page.add(in_page), &rest[..n]) };
+                    rest = &rest[n..];
+                    at += n;
+                }
+                black_box(page_ptrs.as_ptr());
+                pos = (pos + size) % (128 * 1024);
+            })
+        });
+
         // The same bytes, memcpy'd into the same 128 KiB footprint at the
         // positions a ring would use (so both run out of the same cache
         // level), starting 40 bytes past a cache line or on one.
@@ -604,6 +636,40 @@ fn sample_path(c: &mut Criterion) {
                             at += len;
                         }
                         black_box(dst.ptr());
+                        pos = (pos + size as usize + 56) % (256 * 1024);
+                    })
+                },
+            );
+            // The same pieces into 256 KiB of separate 4 KiB pages at the
+            // same positions, by a bare walk that also cuts them at the
+            // pages' ends, copying as perfaux does (`copy_like_perfaux`):
+            // the copy's floor once both sides are pages, as in the kernel
+            // (`perf_output_copy_aux` into `__output_copy`), with none of
+            // the sample's work.
+            let pages = RingMemory::new(64, 0);
+            let page_ptrs = pages.chunks();
+            let mut pos = 40usize;
+            group.bench_function(
+                BenchmarkId::new(format!("{size}-{name}"), "memcpy-pages"),
+                |b| {
+                    b.iter(|| {
+                        let mut at = pos;
+                        for &(from, len) in black_box(&pieces.0) {
+                            // SAFETY: `from..from + len` is AUX memory (alive,
+                            // unwritten), a separate allocation.
+                            let mut rest = unsafe { std::slice::from_raw_parts(from, len) };
+                            while !rest.is_empty() {
+                                let in_page = at % 4096;
+                                let n = rest.len().min(4096 - in_page);
+                                let page = page_ptrs[(at / 4096) % page_ptrs.len()];
+                                // SAFETY: `in_page + n <= 4096` bytes of one
+                                // of the pages.
+                                unsafe { copy_like_perfaux(page.add(in_page), &rest[..n]) };
+                                rest = &rest[n..];
+                                at += n;
+                            }
+                        }
+                        black_box(page_ptrs.as_ptr());
                         pos = (pos + size as usize + 56) % (256 * 1024);
                     })
                 },
