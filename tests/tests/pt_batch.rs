@@ -9,7 +9,8 @@
 //! And both against the packet generator alone: the bytes the tracer
 //! writes (its fast path straight into the ToPA window, and the general
 //! one event by event) are those `PacketStream::feed` makes for the same
-//! program.
+//! program, also when a PMI moves the output or remaps the current region
+//! at any point of a `trace_all`.
 
 use proptest::prelude::*;
 
@@ -17,7 +18,7 @@ use perfaux::pt::packet::ExecMode;
 use std::cell::RefCell;
 
 use perfaux::pt::stream::{PacketSink, PacketStream, TraceEvent};
-use perfaux::pt::topa::{IdentityMap, Topa, TopaPosition, TopaTable};
+use perfaux::pt::topa::{IdentityMap, PhysMap, Topa, TopaEntry, TopaPosition, TopaTable};
 use perfaux::pt::tracer::{SoftTracer, TraceHw};
 use perfaux_tests::mem::AuxMemory;
 
@@ -323,4 +324,180 @@ fn a_batch_stops_at_a_stop_region() {
         "{}",
         first_difference(&batched, &one_by_one)
     );
+}
+
+/// A program of the events a direct run takes (conditional branches, calls
+/// and returns, indirect branches, timestamps), from a seed.
+fn straight_line(seed: u64, len: usize) -> Vec<TraceEvent> {
+    let mut state = seed;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        state >> 33
+    };
+    let mut program = vec![TraceEvent::Enable(0x40_0000)];
+    for _ in 0..len {
+        let ip = 0x40_0000 + (next() % 0x4000) * 4;
+        program.push(match next() % 16 {
+            0..=10 => TraceEvent::Conditional {
+                taken: next() % 2 == 0,
+                next: ip,
+            },
+            11 => TraceEvent::Call {
+                target: ip,
+                ret: ip + 5,
+                indirect: next() % 2 == 0,
+            },
+            12 => TraceEvent::Return { target: ip },
+            13 | 14 => TraceEvent::Indirect { target: ip },
+            _ => TraceEvent::Time(1000 + next() % 1000),
+        });
+    }
+    program
+}
+
+/// A PMI that stops tracing, moves the output to the start of the third
+/// region and starts it again (the ToPA PMI's new buffer), or only stops
+/// and restarts it (a snapshot), arriving at every point where one can in
+/// one `trace_all` (after each packet and after each event's commit: inside
+/// events and between them): the bytes in the AUX memory, the first
+/// region's up to where the PMI found the output and then, after a move,
+/// the third region's, are every byte the packet generator makes for the
+/// program, once and in order. (A direct run leaves the window where it
+/// was when a PMI comes between two events: the next event's bytes go
+/// there, and its commit resolves them.)
+#[test]
+fn a_pmi_that_moves_the_output_in_a_batch_loses_and_repeats_nothing() {
+    let program = straight_line(11, 400);
+    let made = {
+        let mut generator =
+            PacketStream::with_config(256, SoftTracer::new(&IdentityMap, 256).config());
+        let mut made = Bytes(Vec::new());
+        for &e in &program {
+            generator.feed(e, &mut made);
+        }
+        made.0
+    };
+    assert!(made.len() < 4096 - 64, "the program fits the first region");
+    let moved_to = TopaPosition {
+        table: 0,
+        index: 2,
+        offset: 0,
+    };
+    for moves in [true, false] {
+        let mut k = 1;
+        loop {
+            let aux = AuxMemory::scattered(4);
+            let mut tables = vec![TopaTable::new(); 1];
+            let topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).unwrap();
+            let tracer = SoftTracer::new(&IdentityMap, 256);
+            let base = start(&tracer, &topa);
+            let calls = std::cell::Cell::new(0);
+            let seen = std::cell::Cell::new(None);
+            let pmi = || {
+                calls.set(calls.get() + 1);
+                if calls.get() != k {
+                    return;
+                }
+                seen.set(Some(tracer.output().1 >> 32));
+                tracer.disable();
+                if moves {
+                    tracer.set_output(base, moved_to.mask_ptrs());
+                }
+                tracer.enable();
+            };
+            tracer.set_interrupt(Some(&pmi));
+            tracer.trace_all(&program);
+            tracer.set_interrupt(None);
+            let Some(seen) = seen.get() else {
+                break; // fewer than k points: every one was taken
+            };
+            let end = (tracer.output().1 >> 32) as usize;
+            let mut out: Vec<u8> = (0..seen as usize).map(|i| aux.byte(i)).collect();
+            if moves {
+                out.extend((0..end).map(|i| aux.byte(2 * 4096 + i)));
+            } else {
+                out.extend((seen as usize..end).map(|i| aux.byte(i)));
+            }
+            assert!(out == made, "moves {moves}, PMI at point {k} of the write");
+            k += 1;
+        }
+        assert!(k > 100, "{k} points");
+    }
+}
+
+/// A PMI that points the current region's table entry at another page and
+/// restarts tracing (the hardware reads the tables again when TraceEn is
+/// set), at every point of one `trace_all`: the bytes from where the PMI
+/// found the output on go to the new page, but for those of the event it
+/// came into, which may still go where the output was (a direct run ends
+/// with that event, and the next write reads the tables again).
+#[test]
+fn a_pmi_that_remaps_the_current_region_in_a_batch_takes_effect_after_one_event() {
+    let program = straight_line(12, 400);
+    // The bytes, and where each event's end in them.
+    let (made, ends) = {
+        let mut generator =
+            PacketStream::with_config(256, SoftTracer::new(&IdentityMap, 256).config());
+        let mut made = Bytes(Vec::new());
+        let mut ends = Vec::new();
+        for &e in &program {
+            generator.feed(e, &mut made);
+            ends.push(made.0.len());
+        }
+        (made.0, ends)
+    };
+    assert!(made.len() < 4096 - 64, "the program fits the first region");
+    let mut k = 1;
+    loop {
+        let aux = AuxMemory::scattered(5);
+        let (pages, spare) = aux.pages().split_at(4);
+        let spare = spare[0];
+        let mut tables = vec![TopaTable::new(); 1];
+        let topa = Topa::build(&mut tables, pages, &IdentityMap).unwrap();
+        let tracer = SoftTracer::new(&IdentityMap, 256);
+        start(&tracer, &topa);
+        // The PMI writes the table by address, as the tracer reads it (the
+        // `Topa` is done with it).
+        let table = tables.as_mut_ptr();
+        let calls = std::cell::Cell::new(0);
+        let seen = std::cell::Cell::new(None);
+        let pmi = || {
+            calls.set(calls.get() + 1);
+            if calls.get() != k {
+                return;
+            }
+            seen.set(Some((tracer.output().1 >> 32) as usize));
+            tracer.disable();
+            let entry = TopaEntry::region(IdentityMap.to_phys(spare), 0).unwrap();
+            // SAFETY: the table outlives the tracer's use of it; nothing
+            // holds a reference into it (the tracer reads it by address).
+            unsafe { (*table).entries[0] = entry };
+            tracer.enable();
+        };
+        tracer.set_interrupt(Some(&pmi));
+        tracer.trace_all(&program);
+        tracer.set_interrupt(None);
+        let Some(seen) = seen.get() else {
+            break; // fewer than k points: every one was taken
+        };
+        let end = (tracer.output().1 >> 32) as usize;
+        // SAFETY: the pages are 4 KiB each, alive, and no longer written.
+        let old = unsafe { std::slice::from_raw_parts(pages[0], 4096) };
+        // SAFETY: as above.
+        let new = unsafe { std::slice::from_raw_parts(spare, 4096) };
+        // Where the first event's end after `seen` lies: the bytes of the
+        // event the PMI came into (or, between two events, of the next).
+        let next_end = ends.iter().copied().find(|&e| e > seen).unwrap_or(end);
+        let split = [seen, next_end]
+            .into_iter()
+            .find(|&s| s <= end && old[..s].iter().chain(&new[s..end]).eq(made.iter()));
+        assert!(
+            split.is_some(),
+            "PMI at point {k} of the write (output at {seen}, ends at {end})"
+        );
+        k += 1;
+    }
+    assert!(k > 100, "{k} points");
 }

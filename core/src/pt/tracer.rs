@@ -662,23 +662,32 @@ impl<'p> SoftTracer<'p> {
     /// stale.
     #[inline]
     fn commit(&self, mark: WindowMark, at: *mut u8, n: usize) -> bool {
-        self.commit_hooked::<true>(mark, at, n)
+        self.commit_hooked::<true>(mark, at, n, || {})
     }
 
     /// [`commit`](Self::commit), telling the tap and the interrupt hook
-    /// only if `HOOKS` (see [`hooked`](Self::hooked)). Without `HOOKS` (a
-    /// direct run's commit) the caller counts the bytes in `written`.
+    /// only if `HOOKS` (see [`hooked`](Self::hooked)), and calling
+    /// `interrupted` if a PMI came since the mark, whether the bytes are out
+    /// or not. Without `HOOKS` (a direct run's commit) the caller counts
+    /// the bytes in `written`.
     #[inline(always)]
-    fn commit_hooked<const HOOKS: bool>(&self, mark: WindowMark, at: *mut u8, n: usize) -> bool {
+    fn commit_hooked<const HOOKS: bool>(
+        &self,
+        mark: WindowMark,
+        at: *mut u8,
+        n: usize,
+        interrupted: impl FnOnce(),
+    ) -> bool {
         // The offset (bits 63:32) stays inside the region: no carry.
         let moved = mark.mask_ptrs + ((n as u64) << 32);
         self.regs.publish(moved);
         // Pairs with `next_generation`: a driver write since the mark was
         // taken moved it (the barrier in `publish` orders the load).
-        if self.generation.load() != mark.generation
-            && !self.regs.resolve(mark.mask_ptrs, moved, || self.tracing())
-        {
-            return false;
+        if self.generation.load() != mark.generation {
+            interrupted();
+            if !self.regs.resolve(mark.mask_ptrs, moved, || self.tracing()) {
+                return false;
+            }
         }
         if !HOOKS {
             return true;
@@ -1140,12 +1149,14 @@ impl<'t, 'p, const HOOKS: bool> Direct<'t, 'p, HOOKS> {
 
 impl<const HOOKS: bool> DirectOutput for Direct<'_, '_, HOOKS> {
     #[inline(always)]
-    fn window(&mut self) -> Option<*mut u8> {
-        // The generation is read again before every event: a PMI inside the
-        // last one's commit may have written the output MSRs. (The room is
-        // there: `at < limit` when the run begins, and `full` ends it after
-        // the commit that reaches `limit`.)
-        (self.tracer.generation.load() == self.mark.generation).then_some(self.at)
+    fn window(&mut self) -> *mut u8 {
+        // The room is there: `at < limit` when the run begins, and `full`
+        // ends it after the commit that reaches `limit`. A PMI since the
+        // last event leaves the window where it was: the bytes go there,
+        // and the commit resolves them as it does those of an event the PMI
+        // came into (the protocol's test puts a PMI at every point of one),
+        // then ends the run.
+        self.at
     }
 
     #[inline(always)]
@@ -1194,7 +1205,15 @@ impl<const HOOKS: bool> DirectOutput for Direct<'_, '_, HOOKS> {
 
     #[inline(always)]
     fn commit(&mut self, n: usize, packet_bytes: u64) -> bool {
-        if !self.tracer.commit_hooked::<HOOKS>(self.mark, self.at, n) {
+        let limit = &mut self.limit;
+        let at = self.at;
+        // INVARIANT: `limit` only comes nearer. A PMI came since the mark:
+        // this event is the run's last (the window is the PMI's to judge,
+        // and the general path takes a new one).
+        if !self
+            .tracer
+            .commit_hooked::<HOOKS>(self.mark, at, n, || *limit = at)
+        {
             return false;
         }
         self.at = self.at.wrapping_add(n);

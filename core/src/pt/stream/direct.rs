@@ -26,10 +26,12 @@ pub(crate) const DIRECT_EVENT_MAX: usize = 17;
 /// The output a direct run writes into: the tracer's write window.
 pub(crate) trait DirectOutput {
     /// Where the next event's packets go, with room for
-    /// [`DIRECT_EVENT_MAX`] bytes there (the run begins with that room, and
-    /// ends after a commit that leaves less: [`full`](Self::full)); `None`
-    /// ends the run (a PMI wrote the output MSRs since the last event).
-    fn window(&mut self) -> Option<*mut u8>;
+    /// [`DIRECT_EVENT_MAX`] bytes there: the run begins with that room, and
+    /// ends after a commit that leaves less ([`full`](Self::full)). A PMI
+    /// that wrote the output MSRs since the last event is the next
+    /// [`commit`](Self::commit)'s to resolve, or the next
+    /// [`go_on`](Self::go_on)'s to see.
+    fn window(&mut self) -> *mut u8;
 
     /// Makes [`full`](Self::full) true once `bytes` more bytes are
     /// committed: where the run must end for a PSB+ (`feed`'s). Called
@@ -37,9 +39,11 @@ pub(crate) trait DirectOutput {
     fn end_after(&mut self, bytes: u64);
 
     /// After a commit: the window has no room for another event's
-    /// [`DIRECT_EVENT_MAX`] bytes, or the bytes [`end_after`](Self::end_after)
-    /// allowed are written. One compare for both: the run's bytes move
-    /// the window and the PSB count alike.
+    /// [`DIRECT_EVENT_MAX`] bytes, the bytes [`end_after`](Self::end_after)
+    /// allowed are written, or a PMI came into the event (the run ends with
+    /// it, as it does when one came into an event that writes nothing). One
+    /// compare for all three: the run's bytes move the window and the PSB
+    /// count alike, and a PMI's commit moves the window's end.
     fn full(&self) -> bool;
 
     /// Bounds the run's conditional branches: they go on while their index
@@ -64,9 +68,9 @@ pub(crate) trait DirectOutput {
 
     /// The current event's `n` packet bytes at the window are complete;
     /// `packet_bytes` is `PacketByteCnt` after them. Returns `false` when a
-    /// PMI that came since [`window`](Self::window) keeps them out (it did
-    /// not see them, and moved the output or left tracing off): the bytes
-    /// are not output, and the window stays where it was.
+    /// PMI that came since the last event keeps them out (it did not see
+    /// them, and moved the output or left tracing off): the bytes are not
+    /// output, and the window stays where it was.
     fn commit(&mut self, n: usize, packet_bytes: u64) -> bool;
 
     /// A timestamp event: the tracer's clock now reads `tsc`.
@@ -278,9 +282,7 @@ impl PacketStream {
                 i += 1;
                 continue;
             }
-            let Some(at) = out.window() else {
-                break;
-            };
+            let at = out.window();
             let index = first + i as u64;
             let mut bytes = EventBytes { at, len: 0 };
             let pending = index - covered;
@@ -443,8 +445,8 @@ mod tests {
     }
 
     impl DirectOutput for Window {
-        fn window(&mut self) -> Option<*mut u8> {
-            Some(self.buf)
+        fn window(&mut self) -> *mut u8 {
+            self.buf
         }
         fn end_after(&mut self, bytes: u64) {
             assert!(bytes > 0);
