@@ -1113,6 +1113,9 @@ struct Direct<'t, 'p, const HOOKS: bool> {
     limit: *mut u8,
     /// The mark the run's writes commit against (see [`SoftTracer::commit`]).
     mark: WindowMark,
+    /// Where in the address space `PacketByteCnt` would read 0: the count
+    /// is the distance from here to `at` (the run's bytes move both alike).
+    psb_origin: u64,
 }
 
 impl<'t, 'p, const HOOKS: bool> Direct<'t, 'p, HOOKS> {
@@ -1128,6 +1131,7 @@ impl<'t, 'p, const HOOKS: bool> Direct<'t, 'p, HOOKS> {
                 .window
                 .wrapping_add((out.room - UNIT_CAP as u64) as usize),
             mark: out.mark,
+            psb_origin: 0,
         }
     }
 
@@ -1160,12 +1164,19 @@ impl<const HOOKS: bool> DirectOutput for Direct<'_, '_, HOOKS> {
     }
 
     #[inline(always)]
-    fn end_after(&mut self, bytes: u64) {
+    fn count_packets(&mut self, packet_bytes: u64, psb_period: u64) {
+        self.psb_origin = (self.at as u64).wrapping_sub(packet_bytes);
         let room = self.limit as usize - self.at as usize;
+        let to_psb = psb_period - packet_bytes;
         // INVARIANT: `limit` only comes nearer.
         self.limit = self
             .at
-            .wrapping_add(usize::try_from(bytes).map_or(room, |b| b.min(room)));
+            .wrapping_add(usize::try_from(to_psb).map_or(room, |b| b.min(room)));
+    }
+
+    #[inline(always)]
+    fn packet_bytes(&self) -> u64 {
+        (self.at as u64).wrapping_sub(self.psb_origin)
     }
 
     #[inline(always)]
@@ -1204,7 +1215,7 @@ impl<const HOOKS: bool> DirectOutput for Direct<'_, '_, HOOKS> {
     }
 
     #[inline(always)]
-    fn commit(&mut self, n: usize, packet_bytes: u64) -> bool {
+    fn commit(&mut self, n: usize) -> bool {
         let limit = &mut self.limit;
         let at = self.at;
         // INVARIANT: `limit` only comes nearer. A PMI came since the mark:
@@ -1218,7 +1229,7 @@ impl<const HOOKS: bool> DirectOutput for Direct<'_, '_, HOOKS> {
         }
         self.at = self.at.wrapping_add(n);
         self.mark.mask_ptrs += (n as u64) << 32;
-        self.tracer.set_packet_bytes(packet_bytes);
+        self.tracer.set_packet_bytes(self.packet_bytes());
         true
     }
 

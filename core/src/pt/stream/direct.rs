@@ -33,17 +33,23 @@ pub(crate) trait DirectOutput {
     /// [`go_on`](Self::go_on)'s to see.
     fn window(&mut self) -> *mut u8;
 
-    /// Makes [`full`](Self::full) true once `bytes` more bytes are
-    /// committed: where the run must end for a PSB+ (`feed`'s). Called
-    /// once, before the run's first event, with `bytes` at least 1.
-    fn end_after(&mut self, bytes: u64);
+    /// Counts the packet bytes the run commits from `packet_bytes`
+    /// (`PacketByteCnt` as the run begins, below `psb_period`), and makes
+    /// [`full`](Self::full) true once the count reaches `psb_period`: where
+    /// the run must end for a PSB+ (`feed`'s). Called once, before the
+    /// run's first event.
+    fn count_packets(&mut self, packet_bytes: u64, psb_period: u64);
+
+    /// `PacketByteCnt` after the bytes committed so far (see
+    /// [`count_packets`](Self::count_packets)).
+    fn packet_bytes(&self) -> u64;
 
     /// After a commit: the window has no room for another event's
-    /// [`DIRECT_EVENT_MAX`] bytes, the bytes [`end_after`](Self::end_after)
-    /// allowed are written, or a PMI came into the event (the run ends with
-    /// it, as it does when one came into an event that writes nothing). One
-    /// compare for all three: the run's bytes move the window and the PSB
-    /// count alike, and a PMI's commit moves the window's end.
+    /// [`DIRECT_EVENT_MAX`] bytes, the packet count has reached the PSB
+    /// period, or a PMI came into the event (the run ends with it, as it
+    /// does when one came into an event that writes nothing). One compare
+    /// for all three: the run's bytes move the window and the count alike,
+    /// and a PMI's commit moves the window's end.
     fn full(&self) -> bool;
 
     /// Bounds the run's conditional branches: they go on while their index
@@ -66,12 +72,12 @@ pub(crate) trait DirectOutput {
     /// the middle of an event (the tracer's interrupt hook, in tests).
     fn packet_written(&mut self);
 
-    /// The current event's `n` packet bytes at the window are complete;
-    /// `packet_bytes` is `PacketByteCnt` after them. Returns `false` when a
+    /// The current event's `n` packet bytes at the window are complete,
+    /// and counted (see [`count_packets`](Self::count_packets)). Returns `false` when a
     /// PMI that came since the last event keeps them out (it did not see
     /// them, and moved the output or left tracing off): the bytes are not
     /// output, and the window stays where it was.
-    fn commit(&mut self, n: usize, packet_bytes: u64) -> bool;
+    fn commit(&mut self, n: usize) -> bool;
 
     /// A timestamp event: the tracer's clock now reads `tsc`.
     fn clock(&mut self, tsc: u64);
@@ -201,9 +207,6 @@ impl PacketStream {
         // `tnt_bits < 1 << tnt_count` (the invariant), so the stop bit goes
         // right above them, and a branch shifts its outcome in below.
         let mut tnt = self.tnt_bits | (1 << self.tnt_count);
-        // The PSB byte count: the events' bytes, committed or not (the
-        // caller writes those again), added at each event's end.
-        let mut since_psb = self.since_psb;
         // Every event of the run is fed: event `i` of the run is the
         // stream's event `first + i`.
         let first = self.events;
@@ -265,7 +268,7 @@ impl PacketStream {
         let full_at = |i: usize, tnt: u64| i + TNT_ROOM - usize::from(bits_below_stop(tnt));
         out.bound_branches(full_at(0, tnt));
         // Only a write brings a PSB+ nearer, and by the bytes it commits.
-        out.end_after(self.psb_period - since_psb);
+        out.count_packets(self.since_psb, self.psb_period);
         if !out.go_on() {
             return run;
         }
@@ -352,10 +355,7 @@ impl PacketStream {
                 full_at(i, tnt)
             });
             if bytes.len > 0 {
-                // (`since_psb` is below the period before the event, which
-                // adds at most DIRECT_EVENT_MAX: the sum cannot overflow.)
-                since_psb += bytes.len as u64;
-                if !out.commit(bytes.len, since_psb) {
+                if !out.commit(bytes.len) {
                     run.uncommitted = Some((bytes.len, pending));
                     break;
                 }
@@ -375,7 +375,11 @@ impl PacketStream {
         let count = bits_below_stop(tnt);
         self.tnt_bits = tnt ^ (1 << count);
         self.tnt_count = count;
-        self.since_psb = since_psb;
+        // The PSB byte count: the bytes committed, and those of an event that
+        // did not commit (the caller writes them again). (The count is below
+        // the period before an event, which adds at most DIRECT_EVENT_MAX:
+        // the sum cannot overflow.)
+        self.since_psb = out.packet_bytes() + run.uncommitted.map_or(0, |(n, _)| n as u64);
         self.events = first + i as u64;
         run
     }
@@ -418,8 +422,9 @@ mod tests {
         /// the generation, so the window reports both from then on.
         pmi_after: Option<usize>,
         bound_checks: core::cell::Cell<usize>,
-        /// The bytes to commit until a PSB+ is due (`end_after`).
-        psb_room: u64,
+        /// The packet byte count and the PSB period (`count_packets`).
+        packet_bytes: u64,
+        psb_period: u64,
     }
 
     impl Window {
@@ -434,7 +439,8 @@ mod tests {
                 bound: 0,
                 pmi_after: None,
                 bound_checks: core::cell::Cell::new(0),
-                psb_room: 0,
+                packet_bytes: 0,
+                psb_period: 0,
             }
         }
 
@@ -448,12 +454,16 @@ mod tests {
         fn window(&mut self) -> *mut u8 {
             self.buf
         }
-        fn end_after(&mut self, bytes: u64) {
-            assert!(bytes > 0);
-            self.psb_room = bytes;
+        fn count_packets(&mut self, packet_bytes: u64, psb_period: u64) {
+            assert!(packet_bytes < psb_period);
+            self.packet_bytes = packet_bytes;
+            self.psb_period = psb_period;
+        }
+        fn packet_bytes(&self) -> u64 {
+            self.packet_bytes
         }
         fn full(&self) -> bool {
-            self.psb_room == 0
+            self.packet_bytes >= self.psb_period
         }
         fn bound_branches(&mut self, end: usize) {
             self.bound = end;
@@ -471,7 +481,7 @@ mod tests {
         fn packet_written(&mut self) {
             self.packets += 1;
         }
-        fn commit(&mut self, n: usize, packet_bytes: u64) -> bool {
+        fn commit(&mut self, n: usize) -> bool {
             self.commits += 1;
             if self.fail_at == Some(self.commits) || self.interrupted() {
                 return false;
@@ -480,8 +490,7 @@ mod tests {
             // the first `n <= DIRECT_EVENT_MAX`.
             self.out
                 .extend_from_slice(unsafe { core::slice::from_raw_parts(self.buf, n) });
-            assert!(packet_bytes > 0);
-            self.psb_room = self.psb_room.saturating_sub(n as u64);
+            self.packet_bytes += n as u64;
             true
         }
         fn clock(&mut self, _: u64) {}
