@@ -1109,7 +1109,8 @@ struct Direct<'t, 'p, const HOOKS: bool> {
     /// Where the window's free space starts.
     at: *mut u8,
     /// Where the run ends: `UNIT_CAP` bytes before the window's end, or
-    /// earlier where a PSB+ is due (`end_after`).
+    /// earlier where a PSB+ is due (`count_packets`), or where the event a
+    /// PMI came into began (`commit`).
     limit: *mut u8,
     /// The mark the run's writes commit against (see [`SoftTracer::commit`]).
     mark: WindowMark,

@@ -174,10 +174,11 @@ impl PacketStream {
     /// an indirect branch or a timestamp and no PSB+ is due, writing each
     /// event's packets at `out`'s window and committing them at the
     /// event's end. The run stops before any other event, before a PSB+,
-    /// before a conditional branch that fills a long TNT, when `out` has no
-    /// window for the next event, and after an event whose bytes did not
-    /// commit. Packet generation must be on with branch packets (else
-    /// nothing is fed).
+    /// before a conditional branch that fills a long TNT, after a commit
+    /// that leaves `out` full (no room for another event, a PSB+ due, or a
+    /// PMI came into the event), after an event that writes nothing if a
+    /// PMI came, and after an event whose bytes did not commit. Packet
+    /// generation must be on with branch packets (else nothing is fed).
     ///
     /// One loop takes every event, so that a conditional branch costs its
     /// bit and one compare, nothing more: its bound
@@ -186,10 +187,11 @@ impl PacketStream {
     /// under a stop bit (the packet's payload as it stands, no count
     /// beside them), and what a branch would write into the generator (the
     /// next IP, the newest bit's event) is written once for a loop's worth
-    /// of them, taken from the last. The PSB byte count is held in a
-    /// register too, and checked only after a write (nothing else brings
-    /// a PSB+ nearer); the rest of the generator's state, which an event
-    /// touches at most once, stays in `self`.
+    /// of them, taken from the last. The PSB byte count is the output's
+    /// ([`DirectOutput::count_packets`]): only a write brings a PSB+ nearer,
+    /// by the bytes it commits, so one compare after a commit covers both
+    /// the window's end and the PSB+. The rest of the generator's state,
+    /// which an event touches at most once, stays in `self`.
     #[inline(always)]
     pub(crate) fn feed_direct<O: DirectOutput>(
         &mut self,
