@@ -433,6 +433,28 @@ unsafe fn copy_like_perfaux(dst: *mut u8, src: &[u8]) {
     }
 }
 
+/// Copies `bytes` to position `at` of the 4 KiB pages `pages` (a ring of
+/// them: the position wraps), page by page as Linux's `__output_copy`
+/// does, each piece as perfaux copies it; returns the position after them.
+///
+/// # Safety
+/// Every page must be valid for writes of 4096 bytes and apart from
+/// `bytes`.
+#[inline(always)]
+unsafe fn copy_page_by_page(pages: &[*mut u8], mut at: usize, mut bytes: &[u8]) -> usize {
+    while !bytes.is_empty() {
+        let in_page = at % 4096;
+        let n = bytes.len().min(4096 - in_page);
+        let page = pages[(at / 4096) % pages.len()];
+        // SAFETY: `in_page + n <= 4096` bytes of one of the pages, apart
+        // from `bytes` (the contract).
+        unsafe { copy_like_perfaux(page.add(in_page), &bytes[..n]) };
+        bytes = &bytes[n..];
+        at += n;
+    }
+    at
+}
+
 fn as_uninit(bytes: &[u8]) -> &[MaybeUninit<u8>] {
     // SAFETY: MaybeUninit<u8> has the layout of u8, and initialized bytes
     // are valid MaybeUninit values; the slice is only read.
@@ -495,18 +517,9 @@ fn copy_path(c: &mut Criterion) {
         let mut pos = 40usize;
         group.bench_function(BenchmarkId::new(size.to_string(), "memcpy_pages"), |b| {
             b.iter(|| {
-                let mut rest = black_box(record);
-                let mut at = pos;
-                while !rest.is_empty() {
-                    let in_page = at % 4096;
-                    let n = rest.len().min(4096 - in_page);
-                    let page = page_ptrs[(at / 4096) % page_ptrs.len()];
-                    // SAFETY: `in_page + n <= 4096` bytes of one of the
-                    // ring's pages; the record is another allocation.
-                    unsafe { copy_like_perfaux(page.add(in_page), &rest[..n]) };
-                    rest = &rest[n..];
-                    at += n;
-                }
+                // SAFETY: the pages are the ring memory's, alive for the
+                // bench; the record is another allocation.
+                unsafe { copy_page_by_page(page_ptrs, pos, black_box(record)) };
                 black_box(page_ptrs.as_ptr());
                 pos = (pos + size) % (128 * 1024);
             })
@@ -656,18 +669,15 @@ fn sample_path(c: &mut Criterion) {
                         let mut at = pos;
                         for &(from, len) in black_box(&pieces.0) {
                             // SAFETY: `from..from + len` is AUX memory (alive,
-                            // unwritten), a separate allocation.
-                            let mut rest = unsafe { std::slice::from_raw_parts(from, len) };
-                            while !rest.is_empty() {
-                                let in_page = at % 4096;
-                                let n = rest.len().min(4096 - in_page);
-                                let page = page_ptrs[(at / 4096) % page_ptrs.len()];
-                                // SAFETY: `in_page + n <= 4096` bytes of one
-                                // of the pages.
-                                unsafe { copy_like_perfaux(page.add(in_page), &rest[..n]) };
-                                rest = &rest[n..];
-                                at += n;
-                            }
+                            // unwritten), a separate allocation; the pages are
+                            // the ring memory's, alive for the bench.
+                            at = unsafe {
+                                copy_page_by_page(
+                                    page_ptrs,
+                                    at,
+                                    std::slice::from_raw_parts(from, len),
+                                )
+                            };
                         }
                         black_box(page_ptrs.as_ptr());
                         pos = (pos + size as usize + 56) % (256 * 1024);

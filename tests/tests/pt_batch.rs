@@ -357,6 +357,23 @@ fn straight_line(seed: u64, len: usize) -> Vec<TraceEvent> {
     program
 }
 
+/// The bytes the packet generator makes for `program` with a new tracer's
+/// configuration and a PSB+ every 256 bytes, and where each event's end
+/// in them.
+fn generated(program: &[TraceEvent]) -> (Vec<u8>, Vec<usize>) {
+    let config = SoftTracer::new(&IdentityMap, 256).config();
+    let mut generator = PacketStream::with_config(256, config);
+    let mut made = Bytes(Vec::new());
+    let ends = program
+        .iter()
+        .map(|&e| {
+            generator.feed(e, &mut made);
+            made.0.len()
+        })
+        .collect();
+    (made.0, ends)
+}
+
 /// A PMI that stops tracing, moves the output to the start of the third
 /// region and starts it again (the ToPA PMI's new buffer), or only stops
 /// and restarts it (a snapshot), arriving at every point where one can in
@@ -370,15 +387,7 @@ fn straight_line(seed: u64, len: usize) -> Vec<TraceEvent> {
 #[test]
 fn a_pmi_that_moves_the_output_in_a_batch_loses_and_repeats_nothing() {
     let program = straight_line(11, 400);
-    let made = {
-        let mut generator =
-            PacketStream::with_config(256, SoftTracer::new(&IdentityMap, 256).config());
-        let mut made = Bytes(Vec::new());
-        for &e in &program {
-            generator.feed(e, &mut made);
-        }
-        made.0
-    };
+    let (made, _) = generated(&program);
     assert!(made.len() < 4096 - 64, "the program fits the first region");
     let moved_to = TopaPosition {
         table: 0,
@@ -436,18 +445,7 @@ fn a_pmi_that_moves_the_output_in_a_batch_loses_and_repeats_nothing() {
 #[test]
 fn a_pmi_that_remaps_the_current_region_in_a_batch_takes_effect_after_one_event() {
     let program = straight_line(12, 400);
-    // The bytes, and where each event's end in them.
-    let (made, ends) = {
-        let mut generator =
-            PacketStream::with_config(256, SoftTracer::new(&IdentityMap, 256).config());
-        let mut made = Bytes(Vec::new());
-        let mut ends = Vec::new();
-        for &e in &program {
-            generator.feed(e, &mut made);
-            ends.push(made.0.len());
-        }
-        (made.0, ends)
-    };
+    let (made, ends) = generated(&program);
     assert!(made.len() < 4096 - 64, "the program fits the first region");
     let mut k = 1;
     loop {
