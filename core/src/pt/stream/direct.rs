@@ -73,10 +73,10 @@ pub(crate) trait DirectOutput {
     fn packet_written(&mut self);
 
     /// The current event's `n` packet bytes at the window are complete,
-    /// and counted (see [`count_packets`](Self::count_packets)). Returns `false` when a
-    /// PMI that came since the last event keeps them out (it did not see
-    /// them, and moved the output or left tracing off): the bytes are not
-    /// output, and the window stays where it was.
+    /// and counted (see [`count_packets`](Self::count_packets)). Returns
+    /// `false` when a PMI that came since the last event keeps them out (it
+    /// did not see them, and moved the output or left tracing off): the
+    /// bytes are not output, and the window stays where it was.
     fn commit(&mut self, n: usize) -> bool;
 
     /// A timestamp event: the tracer's clock now reads `tsc`.
@@ -301,10 +301,10 @@ impl PacketStream {
                 settle_branch!(i);
             }
             // (Indirect branches were taken above, before the settle the
-            // other events need. One `match` with the settle in each other
-            // arm makes about as many instructions (28.5 per event on the
-            // bench's mix, 28.7 here) but measured 5.7-5.9 us against
-            // 5.3-5.5: code placement, see BENCHMARKS.md's run 8.)
+            // other events need. In run 8's session one `match` with the
+            // settle in each other arm made about as many instructions
+            // (28.5 per event on the bench's mix against 28.7) but measured
+            // 5.7-5.9 us against 5.3-5.5: code placement, see BENCHMARKS.md.)
             match *event {
                 TraceEvent::Indirect { .. } => {}
                 TraceEvent::Time(t) => {
