@@ -306,14 +306,36 @@ pub unsafe fn shared_u64<'a>(p: *mut u64) -> &'a AtomicU64 {
     loom_memory::word(p as usize)
 }
 
+/// The most bytes [`copy_to`] hands `memcpy` in one call, chosen by the
+/// `memcpy` the build links.
+///
+/// - **glibc on x86-64**: 2 KiB. glibc's x86-64 `memcpy` takes
+///   `rep movsb` from 2112 bytes (its `x86_rep_movsb_threshold`), which
+///   stalls where the destination lies a few bytes past the source modulo
+///   4 KiB (its loads alias its own stores: 1.1 us for 4 KiB at 8 bytes past,
+///   against 52 ns for its vector loop in 2 KiB pieces, on this project's
+///   machine). Below the threshold glibc's vector loop does not stall so.
+/// - **Everywhere else**, the kernel's `memcpy` above all: whole. On CPUs
+///   with fast short `rep movsb` the kernel's `memcpy` is a bare `rep movsb`
+///   (`arch/x86/lib/memcpy_64.S`), stalls and all, so pieces would only
+///   restart it: the bench's model of the kernel's page walk
+///   (`copy/<size>/rep_movsb_pages{,_2k}`) measured `rep movsb` per 2 KiB
+///   piece 1.20 / 1.17 / 1.03 times as long as per page piece at 4 / 16 /
+///   64 KiB. Elsewhere the kernel's `memcpy_orig` is a loop, which pieces
+///   only interrupt. Linux's `__output_copy` calls `memcpy` once per page
+///   piece.
+pub(crate) const MEMCPY_PIECE: usize = if cfg!(all(target_env = "gnu", target_arch = "x86_64")) {
+    2048
+} else {
+    usize::MAX
+};
+
 /// Copies `src` to `dst` (payload bytes in a caller's page).
 ///
 /// Copies of up to 64 bytes (most side-band records and small samples) are
 /// made inline with at most four overlapping unaligned moves, saving the
-/// call into `memcpy`. Copies larger than 2 KiB go in pieces of at
-/// most 2 KiB: glibc's `memcpy` switches to `rep movsb` from 2112 bytes,
-/// which is six times slower when the destination is not cache-line aligned,
-/// and records start at 8-byte offsets (see the project's performance notes).
+/// call into `memcpy`. Larger ones go to `memcpy` in pieces of at most
+/// [`MEMCPY_PIECE`] bytes: 2 KiB against glibc's, whole elsewhere.
 ///
 /// # Safety
 /// `dst` must be valid for writes of `src.len()` bytes and not overlap `src`.
@@ -338,7 +360,6 @@ pub unsafe fn copy_to(dst: *mut u8, src: &[u8]) {
 /// As for [`copy_to`].
 #[inline(always)]
 pub(crate) unsafe fn copy_to_memory(dst: *mut u8, src: &[u8]) {
-    const PIECE: usize = 2048;
     let len = src.len();
     let s = src.as_ptr();
     // SAFETY: in every branch reads stay within `src` and writes within
@@ -351,12 +372,12 @@ pub(crate) unsafe fn copy_to_memory(dst: *mut u8, src: &[u8]) {
     // their size tests one after the other below it.
     unsafe {
         if len > 64 {
-            if len <= PIECE {
+            if len <= MEMCPY_PIECE {
                 core::ptr::copy_nonoverlapping(s, dst, len);
             } else {
                 let mut done = 0;
                 while done < len {
-                    let n = PIECE.min(len - done);
+                    let n = MEMCPY_PIECE.min(len - done);
                     core::ptr::copy_nonoverlapping(s.add(done), dst.add(done), n);
                     done += n;
                 }

@@ -15,7 +15,9 @@
 //!   `__output_copy` does (`memcpy_pages`), and one plain memcpy of the
 //!   same bytes into a 128 KiB area at the positions a ring would use
 //!   (8-byte aligned, 40 bytes past a cache line) and at cache-line-aligned
-//!   positions.
+//!   positions. `rep_movsb_pages{,_2k}` model the kernel's copy: the same
+//!   page walk by `rep movsb` (Linux's `memcpy` on CPUs with fast short
+//!   `rep movsb`), once per page piece or in 2 KiB pieces.
 //!
 //! - `sample/<aux size>-<contiguous|wrapped>/{perfaux,memcpy}`: a PMI-path
 //!   sample (IP|TID|TIME|CPU|PERIOD + AUX) with 4, 16 and 64 KiB snapshots
@@ -455,6 +457,37 @@ unsafe fn copy_page_by_page(pages: &[*mut u8], mut at: usize, mut bytes: &[u8]) 
     at
 }
 
+/// [`copy_page_by_page`] with Linux's `memcpy` on a CPU with fast short
+/// `rep movsb` (`arch/x86/lib/memcpy_64.S`: `rep movsb` and nothing else),
+/// each page piece cut further into pieces of at most `piece` bytes.
+///
+/// # Safety
+/// As for [`copy_page_by_page`].
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn rep_movsb_page_by_page(pages: &[*mut u8], mut at: usize, mut bytes: &[u8], piece: usize) {
+    while !bytes.is_empty() {
+        let in_page = at % 4096;
+        let n = bytes.len().min(4096 - in_page).min(piece);
+        let dst = pages[(at / 4096) % pages.len()].wrapping_add(in_page);
+        // SAFETY: `rep movsb` copies `rcx = n` bytes from `rsi` to `rdi`
+        // forwards (the direction flag is clear, as the ABI requires between
+        // calls): `n <= 4096 - in_page` bytes of one page, apart from
+        // `bytes` (the contract), and `n <= bytes.len()`.
+        unsafe {
+            std::arch::asm!(
+                "rep movsb",
+                inout("rdi") dst => _,
+                inout("rsi") bytes.as_ptr() => _,
+                inout("rcx") n => _,
+                options(nostack, preserves_flags),
+            );
+        }
+        bytes = &bytes[n..];
+        at += n;
+    }
+}
+
 fn as_uninit(bytes: &[u8]) -> &[MaybeUninit<u8>] {
     // SAFETY: MaybeUninit<u8> has the layout of u8, and initialized bytes
     // are valid MaybeUninit values; the slice is only read.
@@ -524,6 +557,26 @@ fn copy_path(c: &mut Criterion) {
                 pos = (pos + size) % (128 * 1024);
             })
         });
+
+        // The kernel's copy on this CPU: the same page walk, each page piece
+        // copied by `rep movsb`, which is all Linux's `memcpy` does on CPUs
+        // with fast short `rep movsb` (`arch/x86/lib/memcpy_64.S`), once per
+        // piece (`rep_movsb_pages`, as `__output_copy` calls it) or in
+        // pieces of at most 2 KiB (`rep_movsb_pages_2k`, as perfaux cuts
+        // copies for glibc). What decides perfaux's piece size in a kernel
+        // build (`sync::MEMCPY_PIECE`).
+        #[cfg(target_arch = "x86_64")]
+        for (name, piece) in [("rep_movsb_pages", 4096), ("rep_movsb_pages_2k", 2048)] {
+            let mut pos = 40usize;
+            group.bench_function(BenchmarkId::new(size.to_string(), name), |b| {
+                b.iter(|| {
+                    // SAFETY: as for `memcpy_pages`.
+                    unsafe { rep_movsb_page_by_page(page_ptrs, pos, black_box(record), piece) };
+                    black_box(page_ptrs.as_ptr());
+                    pos = (pos + size) % (128 * 1024);
+                })
+            });
+        }
 
         // The same bytes, memcpy'd into the same 128 KiB footprint at the
         // positions a ring would use (so both run out of the same cache

@@ -17,10 +17,10 @@ pub trait OutputSink {
 /// A sink over a caller's buffer: bytes go one after the other from its
 /// start, and what does not fit is not copied (and reported so). It copies
 /// as an [`OutputHandle`](super::OutputHandle) does, so a snapshot into it
-/// costs what one into a ring costs: small pieces inline, large ones in
-/// pieces of at most 2 KiB (glibc's `memcpy` takes `rep movsb` from 2112
-/// bytes, several times slower into a destination that is not cache-line
-/// aligned, which a record's AUX block never is).
+/// costs what one into a ring costs: small pieces inline, large ones to
+/// `memcpy` in pieces of at most 2 KiB where it is glibc's (its `rep movsb`,
+/// from 2112 bytes, stalls where the destination lies just past the source
+/// modulo 4 KiB), whole elsewhere.
 ///
 /// ```
 /// use perfaux::ring::{OutputSink, SliceSink};
