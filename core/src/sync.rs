@@ -315,10 +315,10 @@ pub unsafe fn shared_u64<'a>(p: *mut u64) -> &'a AtomicU64 {
 ///   4 KiB (its loads alias its own stores: 1.1 us for 4 KiB at 8 bytes past,
 ///   against 52 ns for its vector loop in 2 KiB pieces, on this project's
 ///   machine). Below the threshold glibc's vector loop does not stall so.
-/// - **Everywhere else**, the kernel's `memcpy` above all: whole. On CPUs
-///   with fast short `rep movsb` the kernel's `memcpy` is a bare `rep movsb`
-///   (`arch/x86/lib/memcpy_64.S`), stalls and all, so pieces would only
-///   restart it: the bench's model of the kernel's page walk
+/// - **Everywhere else** (a kernel, a hypervisor, musl): whole. Linux's
+///   `memcpy`, for one, is a bare `rep movsb` on CPUs with fast short
+///   `rep movsb` (`arch/x86/lib/memcpy_64.S`), stalls and all, so pieces
+///   would only restart it: the bench's model of the kernel's page walk
 ///   (`copy/<size>/rep_movsb_pages{,_2k}`) measured `rep movsb` per 2 KiB
 ///   piece 1.20 / 1.17 / 1.03 times as long as per page piece at 4 / 16 /
 ///   64 KiB. Elsewhere the kernel's `memcpy_orig` is a loop, which pieces
