@@ -15,7 +15,8 @@
 //!   `__output_copy` does (`memcpy_pages`), and one plain memcpy of the
 //!   same bytes into a 128 KiB area at the positions a ring would use
 //!   (8-byte aligned, 40 bytes past a cache line) and at cache-line-aligned
-//!   positions. `rep_movsb_pages{,_2k}` model the kernel's copy: the same
+//!   positions. `perfaux_one_chunk` is the handle over one 128 KiB chunk
+//!   (Linux's vmalloc'd ring). `rep_movsb_pages{,_2k}` model the kernel's copy: the same
 //!   page walk by `rep movsb` (Linux's `memcpy` on CPUs with fast short
 //!   `rep movsb`), once per page piece or in 2 KiB pieces.
 //!
@@ -538,6 +539,31 @@ fn copy_path(c: &mut Criterion) {
                 h.end();
             })
         });
+
+        // The same handle over one 128 KiB chunk (order 5), as Linux's ring
+        // is where it is vmalloc'd (`CONFIG_PERF_USE_VMALLOC`: one chunk,
+        // `page_order` set): perfaux's protocol over memory laid out as
+        // memcpy's, with no page walk in between.
+        let one_chunk = RingMemory::new(1, 5);
+        let ring_one = one_chunk.ring(RingConfig {
+            overwrite: true,
+            ..RingConfig::default()
+        });
+        let mut first = ring_one.begin(40, &mut source).expect("room");
+        first.skip(40);
+        first.end();
+        group.bench_function(
+            BenchmarkId::new(size.to_string(), "perfaux_one_chunk"),
+            |b| {
+                b.iter(|| {
+                    let mut h = ring_one
+                        .begin(size, &mut source)
+                        .expect("overwrite mode never refuses");
+                    h.copy(black_box(record));
+                    h.end();
+                })
+            },
+        );
 
         // The same bytes into 128 KiB of separate 4 KiB pages at the same
         // positions, by a bare walk over the pages copying as perfaux does
