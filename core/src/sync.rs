@@ -321,9 +321,9 @@ pub unsafe fn shared_u64<'a>(p: *mut u64) -> &'a AtomicU64 {
 ///   would only restart it: the bench's model of the kernel's page walk
 ///   (`copy/<size>/rep_movsb_pages{,_2k}`) measured `rep movsb` per 2 KiB
 ///   piece 1.19-1.21 / 1.12-1.17 / 1.02-1.04 times as long as per page
-///   piece at 4 / 16 / 64 KiB. Elsewhere the kernel's `memcpy_orig` is a loop, which pieces
-///   only interrupt. Linux's `__output_copy` calls `memcpy` once per page
-///   piece.
+///   piece at 4 / 16 / 64 KiB. Elsewhere the kernel's `memcpy_orig` is a
+///   loop, which pieces only interrupt. Linux's `__output_copy` calls
+///   `memcpy` once per page piece.
 pub(crate) const MEMCPY_PIECE: usize = if cfg!(all(target_env = "gnu", target_arch = "x86_64")) {
     2048
 } else {
@@ -336,7 +336,7 @@ pub(crate) const MEMCPY_PIECE: usize = if cfg!(all(target_env = "gnu", target_ar
 /// destination starts a cache line (the first piece ends at the last line
 /// boundary within `MEMCPY_PIECE` bytes). A cut inside a line leaves the
 /// line to two calls' overlapping unaligned stores, and glibc's vector loop
-/// then runs 25-40 % slower: 16 KiB to 40 bytes past a line took 207-250 ns
+/// then runs 30-40 % slower: 16 KiB to 40 bytes past a line took 207-250 ns
 /// in pieces cut every 2 KiB from the start, against 150-186 ns cut at
 /// lines (and 152-184 ns in one call), on this project's machine.
 #[inline(always)]
@@ -387,8 +387,9 @@ pub(crate) unsafe fn copy_to_memory(dst: *mut u8, src: &[u8]) {
     // SAFETY: in every branch reads stay within `src` and writes within
     // `dst[..len]` (the caller's contract): `head_tail::<T>` is called only
     // with `size_of::<T>() <= len`, the middle moves cover `[16, 32)` and
-    // `[len - 32, len - 16)` only when `len > 32`, and a single byte is
-    // moved only when `len == 1`. Copies over 64 bytes are tested for
+    // `[len - 32, len - 16)` only when `len > 32`, a single byte is moved
+    // only when `len == 1`, and `memcpy_pieces` hands out pieces that tile
+    // `[0, len)`. Copies over 64 bytes are tested for
     // first: a large copy (an AUX block's pieces) then takes one test to
     // reach `memcpy`, and the small ones (fields, headers, packets) take
     // their size tests one after the other below it.
