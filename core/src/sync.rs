@@ -307,7 +307,7 @@ pub unsafe fn shared_u64<'a>(p: *mut u64) -> &'a AtomicU64 {
 }
 
 /// The most bytes [`copy_to`] hands `memcpy` in one call, chosen by the
-/// `memcpy` the build links.
+/// `memcpy` the build links (`None`: any number, the copy whole).
 ///
 /// - **glibc on x86-64**: 2 KiB. glibc's x86-64 `memcpy` takes
 ///   `rep movsb` from 2112 bytes (its `x86_rep_movsb_threshold`), which
@@ -324,30 +324,32 @@ pub unsafe fn shared_u64<'a>(p: *mut u64) -> &'a AtomicU64 {
 ///   piece at 4 / 16 / 64 KiB. Elsewhere the kernel's `memcpy_orig` is a
 ///   loop, which pieces only interrupt. Linux's `__output_copy` calls
 ///   `memcpy` once per page piece.
-pub(crate) const MEMCPY_PIECE: usize = if cfg!(all(target_env = "gnu", target_arch = "x86_64")) {
-    2048
-} else {
-    usize::MAX
-};
+pub(crate) const MEMCPY_PIECE: Option<usize> =
+    if cfg!(all(target_env = "gnu", target_arch = "x86_64")) {
+        Some(2048)
+    } else {
+        None
+    };
 
-/// Cuts a copy of `len > MEMCPY_PIECE` bytes to address `dst` into the
-/// pieces [`copy_to`] hands `memcpy`, calling `f(offset, length)` for each
-/// in order: at most [`MEMCPY_PIECE`] bytes each, and every cut where the
-/// destination starts a cache line (the first piece ends at the last line
-/// boundary within `MEMCPY_PIECE` bytes). A cut inside a line leaves the
-/// line to two calls' overlapping unaligned stores, and glibc's vector loop
-/// then runs 30-40 % slower: 16 KiB to 40 bytes past a line took 207-250 ns
-/// in pieces cut every 2 KiB from the start, against 150-186 ns cut at
-/// lines (and 152-184 ns in one call), on this project's machine.
+/// Cuts a copy of `len > piece` bytes to address `dst` into the pieces
+/// [`copy_to`] hands `memcpy` ([`MEMCPY_PIECE`]), calling
+/// `f(offset, length)` for each in order: at most `piece` bytes each
+/// (`piece > 64`), and every cut where the destination starts a cache line
+/// (the first piece ends at the last line boundary within `piece` bytes).
+/// A cut inside a line leaves the line to two calls' overlapping unaligned
+/// stores, and glibc's vector loop then runs 30-40 % slower: 16 KiB to 40
+/// bytes past a line took 207-250 ns in pieces cut every 2 KiB from the
+/// start, against 150-186 ns cut at lines (and 152-184 ns in one call), on
+/// this project's machine.
 #[inline(always)]
-fn memcpy_pieces(dst: usize, len: usize, mut f: impl FnMut(usize, usize)) {
+fn memcpy_pieces(dst: usize, len: usize, piece: usize, mut f: impl FnMut(usize, usize)) {
     let mut done = 0;
-    let mut n = MEMCPY_PIECE - dst % 64;
+    let mut n = piece - dst % 64;
     while done < len {
         n = n.min(len - done);
         f(done, n);
         done += n;
-        n = MEMCPY_PIECE;
+        n = piece;
     }
 }
 
@@ -395,12 +397,11 @@ pub(crate) unsafe fn copy_to_memory(dst: *mut u8, src: &[u8]) {
     // their size tests one after the other below it.
     unsafe {
         if len > 64 {
-            if len <= MEMCPY_PIECE {
-                core::ptr::copy_nonoverlapping(s, dst, len);
-            } else {
-                memcpy_pieces(dst as usize, len, |at, n| {
+            match MEMCPY_PIECE {
+                Some(piece) if len > piece => memcpy_pieces(dst as usize, len, piece, |at, n| {
                     core::ptr::copy_nonoverlapping(s.add(at), dst.add(at), n)
-                });
+                }),
+                _ => core::ptr::copy_nonoverlapping(s, dst, len),
             }
         } else if len >= 16 {
             if len > 32 {
@@ -500,27 +501,24 @@ mod tests {
 
     #[test]
     fn large_copies_are_cut_at_the_destinations_cache_lines() {
-        if MEMCPY_PIECE == usize::MAX {
+        let Some(piece) = MEMCPY_PIECE else {
             return; // whole copies: nothing is cut
-        }
-        for len in [MEMCPY_PIECE + 1, 4056, 4096, 16384, 65528] {
+        };
+        for len in [piece + 1, 4056, 4096, 16384, 65528] {
             for dst in (4096..4096 + 64).chain([usize::MAX / 2 + 40]) {
                 let mut pieces = std::vec::Vec::new();
-                memcpy_pieces(dst, len, |at, n| pieces.push((at, n)));
+                memcpy_pieces(dst, len, piece, |at, n| pieces.push((at, n)));
                 let mut next = 0;
                 for &(at, n) in &pieces {
                     assert_eq!(at, next, "len {len} to {dst:#x}: in order, no gap");
-                    assert!((1..=MEMCPY_PIECE).contains(&n), "len {len}: piece of {n}");
+                    assert!((1..=piece).contains(&n), "len {len}: piece of {n}");
                     next = at + n;
                     if next < len {
                         assert_eq!((dst + next) % 64, 0, "len {len} to {dst:#x}: cut at {next}");
                     }
                 }
                 assert_eq!(next, len, "len {len} to {dst:#x}: every byte");
-                assert!(
-                    pieces.len() <= len / MEMCPY_PIECE + 2,
-                    "len {len}: {pieces:?}"
-                );
+                assert!(pieces.len() <= len / piece + 2, "len {len}: {pieces:?}");
             }
         }
     }
