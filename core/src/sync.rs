@@ -319,9 +319,9 @@ pub unsafe fn shared_u64<'a>(p: *mut u64) -> &'a AtomicU64 {
 ///   `memcpy`, for one, is a bare `rep movsb` on CPUs with fast short
 ///   `rep movsb` (`arch/x86/lib/memcpy_64.S`), stalls and all, so pieces
 ///   would only restart it: the bench's model of the kernel's page walk
-///   (`copy/<size>/rep_movsb_pages{,_2k}`) measured `rep movsb` per 2 KiB
-///   piece 1.19-1.21 / 1.12-1.17 / 1.02-1.04 times as long as per page
-///   piece at 4 / 16 / 64 KiB. Elsewhere the kernel's `memcpy_orig` is a
+///   (`copy/<size>/rep_movsb_pages{,_2k}`) measured `rep movsb` per piece
+///   cut as for glibc 1.13-1.15 / 1.08-1.10 / 1.00 times as long as per
+///   page piece at 4 / 16 / 64 KiB. Elsewhere the kernel's `memcpy_orig` is a
 ///   loop, which pieces only interrupt. Linux's `__output_copy` calls
 ///   `memcpy` once per page piece.
 pub(crate) const MEMCPY_PIECE: Option<usize> =

@@ -18,7 +18,7 @@
 //!   positions. `perfaux_one_chunk` is the handle over one 128 KiB chunk
 //!   (Linux's vmalloc'd ring). `rep_movsb_pages{,_2k}` model the kernel's copy: the same
 //!   page walk by `rep movsb` (Linux's `memcpy` on CPUs with fast short
-//!   `rep movsb`), once per page piece or in 2 KiB pieces.
+//!   `rep movsb`), once per page piece or in perfaux's glibc pieces.
 //!
 //! - `sample/<aux size>-<contiguous|wrapped>/{perfaux,memcpy}`: a PMI-path
 //!   sample (IP|TID|TIME|CPU|PERIOD + AUX) with 4, 16 and 64 KiB snapshots
@@ -427,73 +427,92 @@ unsafe fn copy_like_perfaux(dst: *mut u8, src: &[u8]) {
             dst.cast::<u64>().write_unaligned(first);
             dst.add(len - 8).cast::<u64>().write_unaligned(last);
         } else {
-            // Cut where the destination starts a cache line, as perfaux cuts.
-            let mut done = 0;
-            let mut n = if len <= 2048 {
-                len
-            } else {
-                2048 - dst as usize % 64
-            };
-            while done < len {
-                n = n.min(len - done);
-                std::ptr::copy_nonoverlapping(s.add(done), dst.add(done), n);
-                done += n;
-                n = 2048;
-            }
+            cut_at_lines(dst, len, |at, n| {
+                std::ptr::copy_nonoverlapping(s.add(at), dst.add(at), n)
+            });
         }
+    }
+}
+
+/// Cuts a copy of `len` bytes to `dst` as glibc builds of perfaux cut it
+/// (`sync::memcpy_pieces`, private to the crate): pieces of at most 2 KiB,
+/// every cut where the destination starts a cache line; `f(offset, length)`
+/// for each, in order.
+#[inline(always)]
+fn cut_at_lines(dst: *mut u8, len: usize, mut f: impl FnMut(usize, usize)) {
+    let mut done = 0;
+    let mut n = if len <= 2048 {
+        len
+    } else {
+        2048 - dst as usize % 64
+    };
+    while done < len {
+        n = n.min(len - done);
+        f(done, n);
+        done += n;
+        n = 2048;
     }
 }
 
 /// Copies `bytes` to position `at` of the 4 KiB pages `pages` (a ring of
 /// them: the position wraps), page by page as Linux's `__output_copy`
-/// does, each piece as perfaux copies it; returns the position after them.
+/// does, each piece by `copy(dst, piece)`, which must write `piece` to
+/// `dst` and nothing else; returns the position after them.
 ///
 /// # Safety
 /// Every page must be valid for writes of 4096 bytes and apart from
 /// `bytes`.
 #[inline(always)]
-unsafe fn copy_page_by_page(pages: &[*mut u8], mut at: usize, mut bytes: &[u8]) -> usize {
+unsafe fn walk_pages(
+    pages: &[*mut u8],
+    mut at: usize,
+    mut bytes: &[u8],
+    mut copy: impl FnMut(*mut u8, &[u8]),
+) -> usize {
     while !bytes.is_empty() {
         let in_page = at % 4096;
         let n = bytes.len().min(4096 - in_page);
         let page = pages[(at / 4096) % pages.len()];
-        // SAFETY: `in_page + n <= 4096` bytes of one of the pages, apart
-        // from `bytes` (the contract).
-        unsafe { copy_like_perfaux(page.add(in_page), &bytes[..n]) };
+        // `in_page + n <= 4096` bytes of one of the pages, apart from
+        // `bytes` (the contract).
+        copy(page.wrapping_add(in_page), &bytes[..n]);
         bytes = &bytes[n..];
         at += n;
     }
     at
 }
 
-/// [`copy_page_by_page`] with Linux's `memcpy` on a CPU with fast short
-/// `rep movsb` (`arch/x86/lib/memcpy_64.S`: `rep movsb` and nothing else),
-/// each page piece cut further into pieces of at most `piece` bytes.
+/// [`walk_pages`] copying each piece as perfaux copies it.
 ///
 /// # Safety
-/// As for [`copy_page_by_page`].
+/// As for [`walk_pages`].
+#[inline(always)]
+unsafe fn copy_page_by_page(pages: &[*mut u8], at: usize, bytes: &[u8]) -> usize {
+    // SAFETY: `walk_pages` hands out pieces of the pages valid for
+    // `piece.len()` bytes and apart from it (this function's contract).
+    unsafe { walk_pages(pages, at, bytes, |dst, piece| copy_like_perfaux(dst, piece)) }
+}
+
+/// Linux's `memcpy` on a CPU with fast short `rep movsb`
+/// (`arch/x86/lib/memcpy_64.S`: `rep movsb` and nothing else).
+///
+/// # Safety
+/// `dst` must be valid for writes of `src.len()` bytes, apart from `src`.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn rep_movsb_page_by_page(pages: &[*mut u8], mut at: usize, mut bytes: &[u8], piece: usize) {
-    while !bytes.is_empty() {
-        let in_page = at % 4096;
-        let n = bytes.len().min(4096 - in_page).min(piece);
-        let dst = pages[(at / 4096) % pages.len()].wrapping_add(in_page);
-        // SAFETY: `rep movsb` copies `rcx = n` bytes from `rsi` to `rdi`
-        // forwards (the direction flag is clear, as the ABI requires between
-        // calls): `n <= 4096 - in_page` bytes of one page, apart from
-        // `bytes` (the contract), and `n <= bytes.len()`.
-        unsafe {
-            std::arch::asm!(
-                "rep movsb",
-                inout("rdi") dst => _,
-                inout("rsi") bytes.as_ptr() => _,
-                inout("rcx") n => _,
-                options(nostack, preserves_flags),
-            );
-        }
-        bytes = &bytes[n..];
-        at += n;
+unsafe fn rep_movsb(dst: *mut u8, src: &[u8]) {
+    // SAFETY: `rep movsb` copies `rcx = src.len()` bytes from `rsi` to
+    // `rdi` forwards (the direction flag is clear, as the ABI requires
+    // between calls): `dst` is valid for them, apart from `src` (the
+    // contract).
+    unsafe {
+        std::arch::asm!(
+            "rep movsb",
+            inout("rdi") dst => _,
+            inout("rsi") src.as_ptr() => _,
+            inout("rcx") src.len() => _,
+            options(nostack, preserves_flags),
+        );
     }
 }
 
@@ -595,17 +614,28 @@ fn copy_path(c: &mut Criterion) {
         // The kernel's copy on this CPU: the same page walk, each page piece
         // copied by `rep movsb`, which is all Linux's `memcpy` does on CPUs
         // with fast short `rep movsb` (`arch/x86/lib/memcpy_64.S`), once per
-        // piece (`rep_movsb_pages`, as `__output_copy` calls it) or in
-        // pieces of at most 2 KiB (`rep_movsb_pages_2k`, as perfaux cuts
-        // copies for glibc). What decides perfaux's piece size in a kernel
-        // build (`sync::MEMCPY_PIECE`).
+        // piece (`rep_movsb_pages`, as `__output_copy` calls it) or cut as
+        // perfaux cuts copies for glibc (`rep_movsb_pages_2k`: 2 KiB pieces
+        // cut at the destination's cache lines). What decides perfaux's
+        // piece size in a kernel build (`sync::MEMCPY_PIECE`).
         #[cfg(target_arch = "x86_64")]
-        for (name, piece) in [("rep_movsb_pages", 4096), ("rep_movsb_pages_2k", 2048)] {
+        for (name, cut) in [("rep_movsb_pages", false), ("rep_movsb_pages_2k", true)] {
             let mut pos = 40usize;
             group.bench_function(BenchmarkId::new(size.to_string(), name), |b| {
                 b.iter(|| {
-                    // SAFETY: as for `memcpy_pages`.
-                    unsafe { rep_movsb_page_by_page(page_ptrs, pos, black_box(record), piece) };
+                    // SAFETY: as for `memcpy_pages`; every piece `rep_movsb`
+                    // gets lies in the one `walk_pages` handed out.
+                    unsafe {
+                        walk_pages(page_ptrs, pos, black_box(record), |dst, piece| {
+                            if cut {
+                                cut_at_lines(dst, piece.len(), |at, n| {
+                                    rep_movsb(dst.add(at), &piece[at..at + n])
+                                });
+                            } else {
+                                rep_movsb(dst, piece);
+                            }
+                        })
+                    };
                     black_box(page_ptrs.as_ptr());
                     pos = (pos + size) % (128 * 1024);
                 })
