@@ -11,6 +11,7 @@
 //! [`pmu`], the PMU of one CPU in snapshot mode (with `snapshot_aux`) and
 //! full-trace mode (with the ToPA PMI handler).
 
+pub mod blocks;
 pub mod buffer;
 pub mod config;
 mod output_regs;

@@ -1,0 +1,619 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! An emulator's view of one thread: the blocks of code it executes
+//! (QEMU's translation blocks), turned into the [`TraceEvent`]s Intel PT
+//! hardware would report for them with tracing limited to user mode
+//! (`intel_pt//u`). A second flow source for the same tracer, beside the
+//! single-step one in [`step`](super::step).
+//!
+//! A block is straight-line code that only its last instruction may leave:
+//! the emulator ends a block at every control transfer. So the flow of a
+//! thread is known from the order in which blocks start: when a block
+//! starts, the previous block's last instruction went there. The platform
+//! tells the [`BlockFlow`]:
+//! - [`BlockFlow::enter`], as each block starts: the previous block's exit
+//!   is resolved against the new start (a Jcc taken or not, where a RET or
+//!   an indirect branch went), and after time in the kernel tracing
+//!   resumes there (TSC + TIP.PGE);
+//! - [`BlockFlow::system_call`], when the running block's last instruction
+//!   (a system call) enters the kernel: TIP.PGD;
+//! - [`BlockFlow::interrupt`], when the thread is interrupted before the
+//!   next block starts (a PMI): FUP + TIP.PGD, an asynchronous disable;
+//! - [`BlockFlow::stop`], when tracing of the thread ends.
+//!
+//! A block's instructions retire when it is left, so
+//! [`BlockFlow::retired`] counts exactly the instructions a decoder of the
+//! trace walks. A REP string instruction is the last of its block and the
+//! emulator runs it again (a block starting at it) until the last
+//! iteration: only that one retires, as a decoder counts it.
+//!
+//! A block that starts where the previous one cannot go (the kernel
+//! delivered a signal between two blocks) is traced as an asynchronous exit
+//! where the previous block went and a re-enable at the new block. Where a
+//! RET or an indirect branch went cannot be told from where a signal
+//! handler starts, so such an exit is taken as the branch; a Jcc followed
+//! by neither of its targets is taken as not taken.
+//!
+//! ```
+//! use perfaux::pt::blocks::{Block, BlockFlow};
+//! use perfaux::pt::stream::TraceEvent;
+//! let mut events = Vec::new();
+//! let mut flow = BlockFlow::new();
+//! // A block of three instructions ending in `jne +0x10` at 0x1005, then
+//! // the block at its target, ending in `syscall` at 0x1020.
+//! let a = Block::new(0x1000, 3, 0x1005, &[0x75, 0x10]).unwrap();
+//! let b = Block::new(0x1017, 2, 0x1020, &[0x0f, 0x05]).unwrap();
+//! flow.enter(&a, 7, &mut |e| events.push(e));
+//! flow.enter(&b, 8, &mut |e| events.push(e));
+//! flow.system_call(&mut |e| events.push(e));
+//! assert_eq!(flow.retired(), 5);
+//! assert_eq!(
+//!     events,
+//!     [
+//!         TraceEvent::Time(7),
+//!         TraceEvent::Enable(0x1000),
+//!         TraceEvent::Conditional { taken: true, next: 0x1017 },
+//!         TraceEvent::Disable(None),
+//!     ]
+//! );
+//! ```
+
+use super::stream::TraceEvent;
+use crate::insn::{Branch, InsnError, decode};
+
+/// The most [`TraceEvent`]s one call of any [`BlockFlow`] method writes:
+/// the previous block's event, an asynchronous exit, TSC and TIP.PGE.
+pub const MAX_EVENTS_PER_CALL: usize = 4;
+
+/// How a block ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Exit {
+    /// The block ends before the instruction at the address, without a
+    /// control transfer (the emulator's block size limit, a page end).
+    FallThrough(u64),
+    /// The block's last instruction.
+    Insn {
+        /// Its address.
+        at: u64,
+        /// Its length in bytes.
+        len: u8,
+        /// Its control transfer.
+        branch: Branch,
+        /// A string instruction with a REP prefix.
+        repeated: bool,
+    },
+}
+
+/// One translated block: where it starts, how many instructions it runs,
+/// and how it ends.
+///
+/// # Invariants
+/// Every instruction of the block but the last of [`Exit::Insn`] falls
+/// through to the next (the emulator ends blocks at control transfers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Block {
+    start: u64,
+    insns: u32,
+    exit: Exit,
+}
+
+impl Block {
+    /// The block at `start` of `count` instructions as the emulator's
+    /// translator reports it, the last at `last_at` with bytes `last`.
+    ///
+    /// An instruction that crosses a page end is reported as the last of a
+    /// block with its bytes cut at the page end, but the emulator runs it
+    /// in the next block: it is not part of this one, which then falls
+    /// through to it.
+    ///
+    /// # Errors
+    /// [`InsnError::Invalid`] if the last instruction does not decode, or
+    /// decodes to fewer bytes than reported; [`InsnError::Truncated`] if a
+    /// block's only instruction is cut.
+    pub fn new(start: u64, count: u32, last_at: u64, last: &[u8]) -> Result<Block, InsnError> {
+        match decode(last, last_at) {
+            Ok(insn) if usize::from(insn.len) == last.len() => Ok(Block {
+                start,
+                insns: count,
+                exit: Exit::Insn {
+                    at: last_at,
+                    len: insn.len,
+                    branch: insn.branch,
+                    repeated: insn.repeated,
+                },
+            }),
+            Ok(_) => Err(InsnError::Invalid),
+            Err(InsnError::Truncated { .. }) if count > 1 => Ok(Block {
+                start,
+                insns: count - 1,
+                exit: Exit::FallThrough(last_at),
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Where the block starts.
+    pub const fn start(&self) -> u64 {
+        self.start
+    }
+
+    /// The instructions the block runs.
+    pub const fn insns(&self) -> u32 {
+        self.insns
+    }
+
+    /// How the block ends.
+    pub const fn exit(&self) -> Exit {
+        self.exit
+    }
+}
+
+/// Where the followed thread is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum State {
+    /// Not following a thread.
+    Idle,
+    /// Running the block; its exit is not known yet.
+    In(Block),
+    /// In the kernel (tracing off): back at the address if known.
+    Out(Option<u64>),
+}
+
+/// Receives what a [`BlockFlow`] makes of a thread's blocks.
+pub trait FlowSink {
+    /// The next event for the tracer.
+    fn event(&mut self, event: TraceEvent);
+    /// Control went from `from` to `to` in a way a decoder reports as a
+    /// branch: a taken branch (its instruction's address and target), an
+    /// asynchronous exit (`to` 0) or the start of tracing (`from` 0).
+    /// For a ground truth; ignored by default.
+    fn branch(&mut self, from: u64, to: u64) {
+        let _ = (from, to);
+    }
+}
+
+impl<F: FnMut(TraceEvent)> FlowSink for F {
+    fn event(&mut self, event: TraceEvent) {
+        self(event);
+    }
+}
+
+/// One thread's block-flow tracer state (see the module documentation).
+///
+/// # Invariants
+/// `retired` counts exactly the instructions whose packets the flow
+/// produced: a decoder walking those packets counts as many.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BlockFlow {
+    state: State,
+    retired: u64,
+}
+
+impl Default for BlockFlow {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl BlockFlow {
+    /// A flow that follows no thread yet.
+    pub const fn new() -> BlockFlow {
+        BlockFlow {
+            state: State::Idle,
+            retired: 0,
+        }
+    }
+
+    /// Instructions retired so far (what a decoder of the trace counts).
+    pub const fn retired(&self) -> u64 {
+        self.retired
+    }
+
+    /// Whether the thread runs traced code (a block was entered and not
+    /// left for the kernel).
+    pub const fn in_block(&self) -> bool {
+        matches!(self.state, State::In(_))
+    }
+
+    /// `block` starts running; `tsc` is the time stamp counter. The
+    /// previous block's exit went to its start.
+    pub fn enter(&mut self, block: &Block, tsc: u64, out: &mut impl FlowSink) {
+        let next = block.start;
+        match self.state {
+            State::In(prev) => self.leave_block(&prev, next, tsc, out),
+            State::Idle | State::Out(_) => Self::resume(next, tsc, out),
+        }
+        self.state = State::In(*block);
+    }
+
+    /// The running block's last instruction, a system call, entered the
+    /// kernel: TIP.PGD. Nothing when no block runs.
+    pub fn system_call(&mut self, out: &mut impl FlowSink) {
+        if let State::In(prev) = self.state {
+            self.retired += u64::from(prev.insns);
+            let from = match prev.exit {
+                Exit::Insn { at, .. } => at,
+                Exit::FallThrough(next) => next,
+            };
+            out.event(TraceEvent::Disable(None));
+            out.branch(from, 0);
+            self.state = State::Out(None);
+        }
+    }
+
+    /// The thread is interrupted at `at`, before the block there starts
+    /// (the running block went there): FUP + TIP.PGD. The next
+    /// [`enter`](Self::enter) resumes tracing. Nothing when no block runs.
+    pub fn interrupt(&mut self, at: u64, tsc: u64, out: &mut impl FlowSink) {
+        if let State::In(prev) = self.state {
+            self.leave_block(&prev, at, tsc, out);
+            out.event(TraceEvent::Async { from: at, to: None });
+            out.branch(at, 0);
+            self.state = State::Out(Some(at));
+        }
+    }
+
+    /// Stops following the thread. A block still running is taken as not
+    /// run (the thread died in it, or its end is not known): FUP of its
+    /// start + TIP.PGD.
+    pub fn stop(&mut self, out: &mut impl FlowSink) {
+        if let State::In(prev) = self.state {
+            out.event(TraceEvent::Async {
+                from: prev.start,
+                to: None,
+            });
+            out.branch(prev.start, 0);
+        }
+        self.state = State::Idle;
+    }
+
+    /// Tracing (re)starts at `next`: TSC + TIP.PGE.
+    fn resume(next: u64, tsc: u64, out: &mut impl FlowSink) {
+        out.event(TraceEvent::Time(tsc));
+        out.event(TraceEvent::Enable(next));
+        out.branch(0, next);
+    }
+
+    /// `prev` ran to its end and the thread went to `next`: its
+    /// instructions retire, its last one's event.
+    fn leave_block(&mut self, prev: &Block, next: u64, tsc: u64, out: &mut impl FlowSink) {
+        let (at, len, branch, repeated) = match prev.exit {
+            Exit::FallThrough(after) => {
+                self.retired += u64::from(prev.insns);
+                if next != after {
+                    Self::redirected(after, next, tsc, out);
+                }
+                return;
+            }
+            Exit::Insn {
+                at,
+                len,
+                branch,
+                repeated,
+            } => (at, len, branch, repeated),
+        };
+        if repeated && next == at {
+            // One iteration of a REP string instruction: it retires with
+            // its last iteration, in a later block.
+            self.retired += u64::from(prev.insns.saturating_sub(1));
+            return;
+        }
+        self.retired += u64::from(prev.insns);
+        let after = at.wrapping_add(u64::from(len));
+        // Where the instruction can go, and the event that says it went
+        // there; `next` elsewhere is a redirection by the kernel.
+        let (went, event) = match branch {
+            Branch::None => (after, None),
+            Branch::Conditional { target } => {
+                let taken = next != after && next == target;
+                let to = if taken { target } else { after };
+                if taken {
+                    out.branch(at, to);
+                }
+                (to, Some(TraceEvent::Conditional { taken, next: to }))
+            }
+            Branch::Jump { target } => {
+                out.branch(at, target);
+                (target, Some(TraceEvent::Jump { target }))
+            }
+            Branch::Call { target } => {
+                out.branch(at, target);
+                let call = TraceEvent::Call {
+                    target,
+                    ret: after,
+                    indirect: false,
+                };
+                (target, Some(call))
+            }
+            Branch::IndirectCall => {
+                out.branch(at, next);
+                let call = TraceEvent::Call {
+                    target: next,
+                    ret: after,
+                    indirect: true,
+                };
+                (next, Some(call))
+            }
+            Branch::Return => {
+                out.branch(at, next);
+                (next, Some(TraceEvent::Return { target: next }))
+            }
+            Branch::IndirectJump | Branch::Far | Branch::SystemReturn => {
+                out.branch(at, next);
+                (next, Some(TraceEvent::Indirect { target: next }))
+            }
+            Branch::SystemCall => {
+                // A trap (INT3, INT n) or a system call the platform did
+                // not report: the kernel ran and sent the thread to `next`.
+                out.event(TraceEvent::Disable(None));
+                out.branch(at, 0);
+                Self::resume(next, tsc, out);
+                return;
+            }
+        };
+        if let Some(event) = event {
+            out.event(event);
+        }
+        if went != next {
+            Self::redirected(went, next, tsc, out);
+        }
+    }
+
+    /// The thread went to `next` where its code went to `went`: the kernel
+    /// took it there (a signal) between two blocks.
+    fn redirected(went: u64, next: u64, tsc: u64, out: &mut impl FlowSink) {
+        out.event(TraceEvent::Async {
+            from: went,
+            to: None,
+        });
+        out.branch(went, 0);
+        Self::resume(next, tsc, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec::Vec;
+
+    #[derive(Default)]
+    struct Log {
+        events: Vec<TraceEvent>,
+        branches: Vec<(u64, u64)>,
+    }
+
+    impl FlowSink for Log {
+        fn event(&mut self, e: TraceEvent) {
+            self.events.push(e);
+        }
+        fn branch(&mut self, from: u64, to: u64) {
+            self.branches.push((from, to));
+        }
+    }
+
+    fn block(start: u64, count: u32, at: u64, bytes: &[u8]) -> Block {
+        Block::new(start, count, at, bytes).unwrap()
+    }
+
+    /// Runs `blocks` in order from the idle state; the events after the
+    /// first block's TSC + TIP.PGE.
+    fn run(blocks: &[Block]) -> (BlockFlow, Log) {
+        let mut flow = BlockFlow::new();
+        let mut log = Log::default();
+        for b in blocks {
+            flow.enter(b, 1, &mut log);
+        }
+        log.events.drain(..2);
+        log.branches.remove(0);
+        (flow, log)
+    }
+
+    #[test]
+    fn each_branch_kind_makes_the_event_perf_expects() {
+        let at = 0x40_0010;
+        let cases: &[(&[u8], u64, TraceEvent)] = &[
+            (
+                &[0x74, 0x10],
+                at + 0x12,
+                TraceEvent::Conditional {
+                    taken: true,
+                    next: at + 0x12,
+                },
+            ),
+            (
+                &[0x74, 0x10],
+                at + 2,
+                TraceEvent::Conditional {
+                    taken: false,
+                    next: at + 2,
+                },
+            ),
+            (&[0xeb, 0x00], at + 2, TraceEvent::Jump { target: at + 2 }),
+            (
+                &[0xe8, 0x10, 0, 0, 0],
+                at + 0x15,
+                TraceEvent::Call {
+                    target: at + 0x15,
+                    ret: at + 5,
+                    indirect: false,
+                },
+            ),
+            (
+                &[0xff, 0xd0],
+                0x1234,
+                TraceEvent::Call {
+                    target: 0x1234,
+                    ret: at + 2,
+                    indirect: true,
+                },
+            ),
+            (&[0xc3], 0x999, TraceEvent::Return { target: 0x999 }),
+            (&[0xff, 0xe0], 0x777, TraceEvent::Indirect { target: 0x777 }),
+        ];
+        for (code, next, event) in cases {
+            let a = block(0x40_0000, 4, at, code);
+            let b = block(*next, 1, *next, &[0x90]);
+            let (flow, log) = run(&[a, b]);
+            assert_eq!(log.events, [*event], "{code:x?}");
+            assert_eq!(flow.retired(), 4, "{code:x?}");
+        }
+    }
+
+    #[test]
+    fn taken_branches_are_reported_with_their_instruction() {
+        let a = block(0x1000, 2, 0x1004, &[0x74, 0x10]); // je 0x1016
+        let b = block(0x1006, 1, 0x1006, &[0xc3]); // not taken, then ret
+        let c = block(0x5000, 1, 0x5000, &[0x90]);
+        let (_, log) = run(&[a, b, c]);
+        assert_eq!(log.branches, [(0x1006, 0x5000)]);
+    }
+
+    #[test]
+    fn a_page_crossing_instruction_belongs_to_the_next_block() {
+        // `mov $imm32, %eax` (5 bytes) cut after 2 at the page end.
+        let a = block(0x1ff0, 4, 0x1ffe, &[0xb8, 0x01]);
+        assert_eq!((a.insns(), a.exit()), (3, Exit::FallThrough(0x1ffe)));
+        let b = block(0x1ffe, 1, 0x1ffe, &[0xb8, 1, 2, 3, 4]);
+        let (flow, log) = run(&[a, b]);
+        assert!(log.events.is_empty());
+        assert_eq!(flow.retired(), 3);
+        // The only instruction of a block cannot be cut.
+        assert_eq!(
+            Block::new(0x1ffe, 1, 0x1ffe, &[0xb8, 0x01]),
+            Err(InsnError::Truncated { needed: 5 })
+        );
+        // Bytes past the instruction's end are not an instruction.
+        assert_eq!(Block::new(0, 1, 0, &[0x90, 0x90]), Err(InsnError::Invalid));
+    }
+
+    #[test]
+    fn a_rep_instruction_retires_once_after_its_iterations() {
+        let a = block(0x1000, 3, 0x1004, &[0xf3, 0xa4]); // rep movsb
+        let rep = block(0x1004, 1, 0x1004, &[0xf3, 0xa4]);
+        let after = block(0x1006, 1, 0x1006, &[0x90]);
+        let (flow, log) = run(&[a, rep, rep, rep, after]);
+        assert!(log.events.is_empty());
+        assert_eq!(flow.retired(), 3);
+    }
+
+    #[test]
+    fn system_calls_disable_and_the_next_block_enables() {
+        let mut flow = BlockFlow::new();
+        let mut log = Log::default();
+        let a = block(0x1000, 2, 0x1003, &[0x0f, 0x05]);
+        let h = block(0x7000, 1, 0x7000, &[0x90]); // a signal handler
+        flow.enter(&a, 5, &mut log);
+        flow.system_call(&mut log);
+        flow.system_call(&mut log); // nothing runs: nothing happens
+        flow.enter(&h, 9, &mut log);
+        assert_eq!(
+            log.events,
+            [
+                TraceEvent::Time(5),
+                TraceEvent::Enable(0x1000),
+                TraceEvent::Disable(None),
+                TraceEvent::Time(9),
+                TraceEvent::Enable(0x7000),
+            ]
+        );
+        assert_eq!(log.branches, [(0, 0x1000), (0x1003, 0), (0, 0x7000)]);
+        assert_eq!(flow.retired(), 2);
+    }
+
+    #[test]
+    fn an_interrupt_exits_where_the_block_went_and_resumes_there() {
+        let mut flow = BlockFlow::new();
+        let mut log = Log::default();
+        let a = block(0x1000, 2, 0x1003, &[0x75, 0x10]); // jne 0x1015
+        let b = block(0x1005, 1, 0x1005, &[0x90]);
+        flow.enter(&a, 1, &mut log);
+        flow.interrupt(0x1005, 2, &mut log);
+        flow.interrupt(0x1005, 2, &mut log); // out already: nothing
+        flow.enter(&b, 3, &mut log);
+        assert_eq!(
+            &log.events[2..],
+            [
+                TraceEvent::Conditional {
+                    taken: false,
+                    next: 0x1005
+                },
+                TraceEvent::Async {
+                    from: 0x1005,
+                    to: None
+                },
+                TraceEvent::Time(3),
+                TraceEvent::Enable(0x1005),
+            ]
+        );
+        assert_eq!(flow.retired(), 2);
+    }
+
+    #[test]
+    fn a_signal_between_blocks_is_an_asynchronous_exit() {
+        let a = block(0x1000, 2, 0x1003, &[0xe8, 0, 1, 0, 0]); // call 0x1108
+        let h = block(0x7000, 1, 0x7000, &[0x90]);
+        let (flow, log) = run(&[a, h]);
+        assert_eq!(
+            log.events,
+            [
+                TraceEvent::Call {
+                    target: 0x1108,
+                    ret: 0x1008,
+                    indirect: false
+                },
+                TraceEvent::Async {
+                    from: 0x1108,
+                    to: None
+                },
+                TraceEvent::Time(1),
+                TraceEvent::Enable(0x7000),
+            ]
+        );
+        assert_eq!(log.branches, [(0x1003, 0x1108), (0x1108, 0), (0, 0x7000)]);
+        assert_eq!(flow.retired(), 2);
+    }
+
+    #[test]
+    fn a_trap_disables_and_resumes_where_the_kernel_sent_the_thread() {
+        let a = block(0x1000, 2, 0x1003, &[0xcc]); // int3
+        let h = block(0x7000, 1, 0x7000, &[0x90]);
+        let (flow, log) = run(&[a, h]);
+        assert_eq!(
+            log.events,
+            [
+                TraceEvent::Disable(None),
+                TraceEvent::Time(1),
+                TraceEvent::Enable(0x7000)
+            ]
+        );
+        assert_eq!(flow.retired(), 2);
+    }
+
+    #[test]
+    fn stop_takes_a_running_block_as_not_run() {
+        let mut flow = BlockFlow::new();
+        let mut log = Log::default();
+        flow.enter(&block(0x1000, 5, 0x1010, &[0x90]), 1, &mut log);
+        flow.stop(&mut log);
+        assert_eq!(
+            log.events[2..],
+            [TraceEvent::Async {
+                from: 0x1000,
+                to: None
+            }]
+        );
+        assert_eq!((flow.retired(), flow.in_block()), (0, false));
+    }
+
+    #[test]
+    fn no_call_writes_more_than_the_bound() {
+        // An unexpected target after a conditional: event, FUP + PGD,
+        // TSC, PGE.
+        let mut flow = BlockFlow::new();
+        let mut log = Log::default();
+        flow.enter(&block(0x1000, 1, 0x1000, &[0x74, 0x10]), 1, &mut log);
+        let before = log.events.len();
+        flow.enter(&block(0x9000, 1, 0x9000, &[0x90]), 1, &mut log);
+        assert_eq!(log.events.len() - before, MAX_EVENTS_PER_CALL);
+    }
+}
