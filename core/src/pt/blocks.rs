@@ -17,7 +17,9 @@
 //! - [`BlockFlow::system_call`], when the running block's last instruction
 //!   (a system call) enters the kernel: TIP.PGD;
 //! - [`BlockFlow::interrupt`], when the thread is interrupted before the
-//!   next block starts (a PMI): FUP + TIP.PGD, an asynchronous disable;
+//!   block it entered runs (a PMI): FUP + TIP.PGD, an asynchronous
+//!   disable, and [`BlockFlow::resume`] when it returns there: TSC +
+//!   TIP.PGE;
 //! - [`BlockFlow::stop`], when tracing of the thread ends.
 //!
 //! A block's instructions retire when it is left, so
@@ -154,6 +156,8 @@ enum State {
     Idle,
     /// Running the block; its exit is not known yet.
     In(Block),
+    /// Interrupted before the block's first instruction (tracing off).
+    Held(Block),
     /// In the kernel (tracing off): back at the address if known.
     Out(Option<u64>),
 }
@@ -215,14 +219,17 @@ impl BlockFlow {
     }
 
     /// `block` starts running; `tsc` is the time stamp counter. The
-    /// previous block's exit went to its start.
-    pub fn enter(&mut self, block: &Block, tsc: u64, out: &mut impl FlowSink) {
+    /// previous block's exit went to its start. Returns the instructions
+    /// that retired with it (the previous block's).
+    pub fn enter(&mut self, block: &Block, tsc: u64, out: &mut impl FlowSink) -> u64 {
+        let before = self.retired;
         let next = block.start;
         match self.state {
             State::In(prev) => self.leave_block(&prev, next, tsc, out),
-            State::Idle | State::Out(_) => Self::resume(next, tsc, out),
+            State::Idle | State::Out(_) | State::Held(_) => Self::restart(next, tsc, out),
         }
         self.state = State::In(*block);
+        self.retired - before
     }
 
     /// The running block's last instruction, a system call, entered the
@@ -240,15 +247,28 @@ impl BlockFlow {
         }
     }
 
-    /// The thread is interrupted at `at`, before the block there starts
-    /// (the running block went there): FUP + TIP.PGD. The next
-    /// [`enter`](Self::enter) resumes tracing. Nothing when no block runs.
-    pub fn interrupt(&mut self, at: u64, tsc: u64, out: &mut impl FlowSink) {
-        if let State::In(prev) = self.state {
-            self.leave_block(&prev, at, tsc, out);
-            out.event(TraceEvent::Async { from: at, to: None });
-            out.branch(at, 0);
-            self.state = State::Out(Some(at));
+    /// The thread is interrupted before the first instruction of the
+    /// block it just [`enter`](Self::enter)ed (a PMI): FUP + TIP.PGD.
+    /// [`resume`](Self::resume) runs the block after the kernel; an
+    /// [`enter`](Self::enter) of another block means the kernel sent the
+    /// thread there instead. Nothing when no block runs.
+    pub fn interrupt(&mut self, out: &mut impl FlowSink) {
+        if let State::In(block) = self.state {
+            out.event(TraceEvent::Async {
+                from: block.start,
+                to: None,
+            });
+            out.branch(block.start, 0);
+            self.state = State::Held(block);
+        }
+    }
+
+    /// The kernel returns to the block an [`interrupt`](Self::interrupt)
+    /// held: TSC + TIP.PGE. Nothing unless a block is held.
+    pub fn resume(&mut self, tsc: u64, out: &mut impl FlowSink) {
+        if let State::Held(block) = self.state {
+            Self::restart(block.start, tsc, out);
+            self.state = State::In(block);
         }
     }
 
@@ -267,7 +287,7 @@ impl BlockFlow {
     }
 
     /// Tracing (re)starts at `next`: TSC + TIP.PGE.
-    fn resume(next: u64, tsc: u64, out: &mut impl FlowSink) {
+    fn restart(next: u64, tsc: u64, out: &mut impl FlowSink) {
         out.event(TraceEvent::Time(tsc));
         out.event(TraceEvent::Enable(next));
         out.branch(0, next);
@@ -346,7 +366,7 @@ impl BlockFlow {
                 // not report: the kernel ran and sent the thread to `next`.
                 out.event(TraceEvent::Disable(None));
                 out.branch(at, 0);
-                Self::resume(next, tsc, out);
+                Self::restart(next, tsc, out);
                 return;
             }
         };
@@ -366,7 +386,7 @@ impl BlockFlow {
             to: None,
         });
         out.branch(went, 0);
-        Self::resume(next, tsc, out);
+        Self::restart(next, tsc, out);
     }
 }
 
@@ -521,15 +541,19 @@ mod tests {
     }
 
     #[test]
-    fn an_interrupt_exits_where_the_block_went_and_resumes_there() {
+    fn an_interrupt_exits_before_the_block_and_resumes_it() {
         let mut flow = BlockFlow::new();
         let mut log = Log::default();
         let a = block(0x1000, 2, 0x1003, &[0x75, 0x10]); // jne 0x1015
-        let b = block(0x1005, 1, 0x1005, &[0x90]);
+        let b = block(0x1005, 3, 0x1005, &[0x90]);
+        let c = block(0x1006, 1, 0x1006, &[0x90]);
         flow.enter(&a, 1, &mut log);
-        flow.interrupt(0x1005, 2, &mut log);
-        flow.interrupt(0x1005, 2, &mut log); // out already: nothing
-        flow.enter(&b, 3, &mut log);
+        assert_eq!(flow.enter(&b, 2, &mut log), 2);
+        flow.interrupt(&mut log);
+        flow.interrupt(&mut log); // held already: nothing
+        flow.resume(3, &mut log);
+        flow.resume(3, &mut log); // running: nothing
+        assert_eq!(flow.enter(&c, 4, &mut log), 3);
         assert_eq!(
             &log.events[2..],
             [
@@ -545,7 +569,28 @@ mod tests {
                 TraceEvent::Enable(0x1005),
             ]
         );
-        assert_eq!(flow.retired(), 2);
+        assert_eq!(flow.retired(), 5);
+    }
+
+    #[test]
+    fn the_kernel_may_send_an_interrupted_thread_elsewhere() {
+        let mut flow = BlockFlow::new();
+        let mut log = Log::default();
+        flow.enter(&block(0x1000, 2, 0x1003, &[0x90]), 1, &mut log);
+        flow.interrupt(&mut log);
+        flow.enter(&block(0x7000, 1, 0x7000, &[0x90]), 5, &mut log);
+        assert_eq!(
+            &log.events[2..],
+            [
+                TraceEvent::Async {
+                    from: 0x1000,
+                    to: None
+                },
+                TraceEvent::Time(5),
+                TraceEvent::Enable(0x7000),
+            ]
+        );
+        assert_eq!(flow.retired(), 0);
     }
 
     #[test]

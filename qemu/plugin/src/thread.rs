@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+//! One guest thread as the engine sees it: the blocks it runs, gathered in
+//! batches and turned into trace events ([`BlockFlow`]), its counter's
+//! overflows taken as PMIs between two blocks, and its system calls.
+//!
+//! Everything here runs on the thread's own host thread (QEMU user mode
+//! runs each guest thread on a host thread of its own), in the plugin's
+//! callbacks: nothing else touches a `Thread` while it lives.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use perfaux::abi::misc;
+use perfaux::pt::blocks::{Block, BlockFlow, FlowSink};
+use perfaux::pt::stream::TraceEvent;
+use perfaux::sample::SampleData;
+use perfaux_qemu_session::{Mode, SLOT_DONE};
+
+use crate::engine::{Engine, now, trailer};
+use crate::records::{self, Mmap};
+use crate::session::Session;
+
+/// Blocks gathered before they are traced: a batch is a few tens of
+/// thousands of instructions, so the tracer runs in long `trace_all` runs.
+pub const BATCH: usize = 4096;
+
+/// The events of a batch, for one `trace_all`.
+struct Events<'a>(&'a mut Vec<TraceEvent>);
+
+impl FlowSink for Events<'_> {
+    fn event(&mut self, event: TraceEvent) {
+        self.0.push(event);
+    }
+}
+
+/// Who a new thread is.
+#[derive(Clone, Copy, Debug)]
+pub enum Origin {
+    /// The program's first thread: COMM of the exec and the first MMAP2s.
+    Exec {
+        /// The program's name.
+        comm: &'static str,
+        /// The executable and the interpreter.
+        maps: &'static [Mmap],
+    },
+    /// A thread or process `perf` learns of by `PERF_RECORD_FORK` from
+    /// its parent (pid, tid).
+    Fork((u32, u32)),
+}
+
+/// A traced guest thread.
+pub struct Thread {
+    /// The thread's process id.
+    pub pid: u32,
+    /// The thread id.
+    pub tid: u32,
+    session: &'static Session,
+    engine: Engine,
+    flow: BlockFlow,
+    batch: Vec<&'static Block>,
+    events: Vec<TraceEvent>,
+    /// The sampler's period (0: no sampler).
+    period: u64,
+    /// Instructions since the sampler's last overflow.
+    count: u64,
+    /// The system call the thread is in: its number and arguments.
+    pub syscall: (i64, [u64; 6]),
+}
+
+impl Thread {
+    /// The calling host thread's guest thread `pid`/`tid`, from `origin`,
+    /// in a slot of `session`; `None` if every slot is taken (it runs
+    /// untraced, counted in the session's header) or the engine cannot be
+    /// set up (said on stderr).
+    pub fn start(session: &'static Session, pid: u32, tid: u32, origin: Origin) -> Option<Thread> {
+        let slot = session.claim()?;
+        let engine = match Engine::new(session, slot, pid, tid) {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("perfaux: thread {tid} runs untraced: {e}");
+                return None;
+            }
+        };
+        let attr = session.header().leader_attr;
+        let t = now();
+        let tr = trailer(&attr, slot, pid, tid, t);
+        match origin {
+            Origin::Exec { comm, maps } => {
+                records::comm(engine.ring, pid, tid, comm, true, tr);
+                for m in maps {
+                    records::mmap2(engine.ring, pid, tid, m, tr);
+                }
+            }
+            Origin::Fork(parent) => {
+                records::task(engine.ring, false, (pid, tid), parent, t, tr);
+            }
+        }
+        session.publish(slot, pid, tid);
+        let period = session.header().sampler_attr.sample_period;
+        Some(Thread {
+            pid,
+            tid,
+            session,
+            engine,
+            flow: BlockFlow::new(),
+            batch: Vec::with_capacity(BATCH),
+            events: Vec::with_capacity(BATCH * 2),
+            period: if engine_samples(session) { period } else { 0 },
+            count: 0,
+            syscall: (-1, [0; 6]),
+        })
+    }
+
+    /// `block` starts running.
+    #[inline]
+    pub fn block(&mut self, block: &'static Block) {
+        self.batch.push(block);
+        if self.batch.len() >= BATCH {
+            self.flush();
+        }
+    }
+
+    /// Traces the gathered blocks, taking the sampler's overflows between
+    /// them.
+    pub fn flush(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let tsc = now();
+        self.engine.tracer.set_clock(tsc);
+        let mut batch = std::mem::take(&mut self.batch);
+        for &b in &batch {
+            let retired = self.flow.enter(b, tsc, &mut Events(&mut self.events));
+            if self.period != 0 {
+                self.count += retired;
+                if self.count >= self.period {
+                    self.count %= self.period;
+                    self.pmi(b);
+                }
+            }
+        }
+        batch.clear();
+        self.batch = batch;
+        self.trace();
+        self.throttle();
+    }
+
+    /// Hands the pending events to the tracer; a ToPA PMI (a full-trace
+    /// INT region filled) goes to the PT PMU's handler.
+    fn trace(&mut self) {
+        self.engine.tracer.trace_all(&self.events);
+        self.events.clear();
+        if self.engine.tracer.take_pmi() > 0 {
+            self.engine.pt.handle_pmi();
+        }
+    }
+
+    /// The sampler overflowed in the block before `next`, which the thread
+    /// has just entered: the PMI leaves user space before it (FUP +
+    /// TIP.PGD), the sample takes the trace's newest bytes, and tracing
+    /// resumes at it after a TSC at or past the sample's time.
+    fn pmi(&mut self, next: &Block) {
+        self.flow.interrupt(&mut Events(&mut self.events));
+        self.trace();
+        if let Some(sampler) = self.engine.sampler {
+            let data = SampleData {
+                misc: misc::USER,
+                ip: next.start(),
+                period: self.period,
+                ..SampleData::default()
+            };
+            // A refused sample is counted by the event (lost_samples).
+            let _ = sampler.overflow(self.engine.platform, &data);
+        }
+        let tsc = now();
+        self.engine.tracer.set_clock(tsc);
+        self.flow.resume(tsc, &mut Events(&mut self.events));
+    }
+
+    /// The running block's last instruction, a system call, enters the
+    /// kernel.
+    pub fn system_call(&mut self) {
+        self.flush();
+        self.flow.system_call(&mut Events(&mut self.events));
+        self.trace();
+    }
+
+    /// The process mapped `map` executable: `PERF_RECORD_MMAP2`.
+    pub fn mmap(&mut self, map: &Mmap) {
+        let tr = self.trailer();
+        records::mmap2(self.engine.ring, self.pid, self.tid, map, tr);
+    }
+
+    /// Ends the AUX transaction and begins another (a context switch out
+    /// and back in): the trace so far is published (aux_head,
+    /// `PERF_RECORD_AUX`) for the recorder. Called while the thread is in
+    /// the kernel (tracing off).
+    pub fn publish(&mut self) {
+        self.engine.leader.sched_out();
+        let _ = self.engine.leader.sched_in(self.engine.platform);
+    }
+
+    /// The thread ends (`exit`, the process's end, or a fatal signal):
+    /// its trace is closed and published, `PERF_RECORD_EXIT` written, and
+    /// its slot handed to the recorder to drain.
+    pub fn end(mut self) {
+        self.flush();
+        self.flow.stop(&mut Events(&mut self.events));
+        self.trace();
+        self.engine.leader.sched_out();
+        let tr = self.trailer();
+        records::task(
+            self.engine.ring,
+            true,
+            (self.pid, self.tid),
+            (self.pid, self.pid),
+            tr.time,
+            tr,
+        );
+        let info = self.session.info(self.engine.slot);
+        let tracer = self.engine.tracer;
+        info.retired.store(self.flow.retired(), Ordering::Relaxed);
+        info.trace_bytes.store(tracer.written(), Ordering::Relaxed);
+        info.lost_events.store(tracer.lost_events(), Ordering::Relaxed);
+        let lost = self.engine.sampler.map_or(0, |s| s.lost_samples());
+        info.lost_samples.store(lost, Ordering::Relaxed);
+        // Relaxed: the slot's state publishes it.
+        self.session
+            .header()
+            .instructions
+            .fetch_add(self.flow.retired(), Ordering::Relaxed);
+        // Release: pairs with the recorder's Acquire load; everything the
+        // thread wrote and counted is before it.
+        info.state.store(SLOT_DONE, Ordering::Release);
+    }
+
+    /// The sample_id trailer of a record about this thread, now.
+    fn trailer(&self) -> perfaux::ring::SampleId {
+        let attr = self.session.header().leader_attr;
+        trailer(&attr, self.engine.slot, self.pid, self.tid, now())
+    }
+
+    /// The recorder drains the rings while the program runs. When it falls
+    /// behind (the data ring or, for a full trace, the AUX area half full),
+    /// the thread waits for it: an emulated CPU can, and so nothing is
+    /// lost, where hardware would drop records or stop the trace.
+    fn throttle(&mut self) {
+        if !self.behind() {
+            return;
+        }
+        self.flow.interrupt(&mut Events(&mut self.events));
+        self.trace();
+        self.engine.leader.sched_out();
+        let mut waits = 0u32;
+        while self.behind() {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+            waits += 1;
+            if waits % 5000 == 0 && !self.session.recorder_alive() {
+                break;
+            }
+        }
+        let _ = self.engine.leader.sched_in(self.engine.platform);
+        let tsc = now();
+        self.engine.tracer.set_clock(tsc);
+        self.flow.resume(tsc, &mut Events(&mut self.events));
+    }
+
+    /// Whether the recorder is behind: half the data ring or (full trace)
+    /// half the AUX area waits for it.
+    fn behind(&self) -> bool {
+        let up = self.session.user_page(self.engine.slot);
+        // SAFETY: the user page is the slot's, in the session mapping for
+        // the life of the process; the tails are u64s at their ABI offsets.
+        let (data_tail, aux_tail) = unsafe {
+            (
+                AtomicU64::from_ptr(&raw mut (*up).data_tail),
+                AtomicU64::from_ptr(&raw mut (*up).aux_tail),
+            )
+        };
+        // Relaxed: a hint for throttling; the rings' own protocol (the
+        // Acquire loads in the writers) orders what they overwrite.
+        let data_used = (self.engine.ring.head()).saturating_sub(data_tail.load(Ordering::Relaxed));
+        if data_used > self.engine.ring.data_size() / 2 {
+            return true;
+        }
+        self.session.layout().mode() == Mode::Full
+            && (self.engine.tracer.written()).saturating_sub(aux_tail.load(Ordering::Relaxed))
+                > self.engine.area.size() / 2
+    }
+}
+
+/// Whether the run's threads sample (a sampler attr with a period).
+fn engine_samples(session: &Session) -> bool {
+    session.header().sampler_attr.sample_period != 0
+}
