@@ -5,6 +5,7 @@
 //! `perfaux dump` ([`dump`]).
 
 pub mod dump;
+pub mod emu;
 pub mod perfdata;
 pub mod rng;
 pub mod sim;

@@ -16,6 +16,7 @@ mod dump_cmd;
 mod hex;
 mod output;
 mod record_cmd;
+mod record_program;
 mod repair_cmd;
 
 #[derive(Parser)]

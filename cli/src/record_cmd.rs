@@ -16,12 +16,15 @@ use perfaux_cli::sim::{self, Config, Counter, Mode, Stop};
 
 use crate::output::{place, staged};
 
-/// Simulate PT-style AUX sampling on N CPUs and write a perf.data file.
+/// Trace a program under QEMU user mode (`-- PROGRAM`), or simulate
+/// PT-style AUX sampling on N CPUs, and write a perf.data file.
 #[derive(Args, Debug)]
 // A negative number is a bad value of its option, not an unknown flag.
 #[command(allow_negative_numbers = true)]
 #[command(after_help = "Examples:
-  perfaux record                                  4 CPUs, 20 ms, snapshot mode, perf.data
+  perfaux record -- gzip -kf file                 trace a real program (QEMU user mode): the whole Intel PT trace
+  perfaux record --aux-sample -c 50000 -- ls      every 50000 instructions a sample with the newest 4 KiB of trace
+  perfaux record                                  the simulator: 4 CPUs, 20 ms, snapshot mode, perf.data
   perfaux record --samples 1000 --seed 7 -o a.data
   perfaux record --mode full --aux-pages 256      the whole trace, as AUXTRACE records
   perfaux record -e cycles -e instructions --period 50000 --aux-sample-size 65536
@@ -32,50 +35,68 @@ pub struct RecordArgs {
     /// (`perfaux record -o - | perf script -i -`), the summary then on
     /// standard error and the program's code in `perfaux-stdout.perfaux-demo`.
     #[arg(short, long, default_value = "perf.data")]
-    output: PathBuf,
+    pub(crate) output: PathBuf,
     /// Simulated CPUs (1-256).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, conflicts_with = "program")]
     cpus: usize,
     /// Simulated time to run, e.g. 20ms, 1s, 500us.
-    #[arg(long, value_parser = parse_duration, conflicts_with = "samples", allow_hyphen_values = true)]
+    #[arg(long, value_parser = parse_duration, conflicts_with_all = ["samples", "program"], allow_hyphen_values = true)]
     duration: Option<u64>,
     /// Stop once this many samples are written.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "program")]
     samples: Option<u64>,
     /// Counter events between samples.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = 100_000, conflicts_with = "program")]
     period: u64,
     /// Bytes of trace each sample carries (attr.aux_sample_size; snapshot mode).
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, conflicts_with = "program")]
     aux_sample_size: u32,
-    /// AUX area pages per CPU (a power of two).
-    #[arg(long, default_value_t = 64)]
-    aux_pages: usize,
-    /// Data ring pages per CPU (a power of two).
+    /// AUX area pages per CPU, or per thread of a program (a power of
+    /// two; default 64 simulated, 1024 for a program: 4 MiB, perf's).
+    #[arg(long)]
+    pub(crate) aux_pages: Option<usize>,
+    /// Data ring pages per CPU, or per thread of a program (a power of two).
     #[arg(long, default_value_t = 128)]
-    data_pages: usize,
+    pub(crate) data_pages: usize,
     /// Seed of the synthetic program: the same seed writes the same file.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, conflicts_with = "program")]
     seed: u64,
     /// snapshot: samples carry the newest trace; full: the whole trace is
     /// recorded (PERF_RECORD_AUX + AUXTRACE) and samples carry none.
-    #[arg(long, value_enum, default_value_t = ModeArg::Snapshot)]
+    #[arg(long, value_enum, default_value_t = ModeArg::Snapshot, conflicts_with = "program")]
     mode: ModeArg,
     /// Sampling event in the PT group (repeat for more).
-    #[arg(short, long = "event", value_enum, default_values_t = [EventArg::Cycles])]
+    #[arg(short, long = "event", value_enum, default_values_t = [EventArg::Cycles], conflicts_with = "program")]
     events: Vec<EventArg>,
     /// Trace the kernel's interrupt handler too (`intel_pt//`, `cycles`):
     /// its code is written to `<output>.perfaux-vmlinux` for
     /// `perf script --vmlinux`. Default: user space only (`intel_pt//u`).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "program")]
     kernel: bool,
     /// Write the ground truth here: every branch an ideal decoder shows per
     /// CPU, and each sample's branch stack.
     #[arg(long, value_name = "FILE")]
-    truth: Option<PathBuf>,
+    pub(crate) truth: Option<PathBuf>,
     /// No progress bar or summary.
     #[arg(short, long)]
-    quiet: bool,
+    pub(crate) quiet: bool,
+    /// With a program: every sample (an `instructions:u` overflow) carries
+    /// the newest SIZE bytes of its thread's trace (perf's `--aux-sample`;
+    /// default 4096), instead of the whole trace.
+    #[arg(long, value_name = "SIZE", num_args = 0..=1, default_missing_value = "4096", requires = "program")]
+    pub(crate) aux_sample: Option<u32>,
+    /// With a program and --aux-sample: instructions between samples
+    /// (perf's `-c`).
+    #[arg(short = 'c', long = "count", default_value_t = 100_000, requires = "program")]
+    pub(crate) count: u64,
+    /// With a program: the most threads traced over the run (each has its
+    /// own rings, as each CPU has in `perf record`); more run untraced.
+    #[arg(long, default_value_t = 256, requires = "program")]
+    pub(crate) max_threads: u32,
+    /// A real x86-64 program to trace under QEMU user mode, and its
+    /// arguments (after `--`). Without one, the simulator runs.
+    #[arg(last = true, value_name = "PROGRAM")]
+    pub program: Vec<std::ffi::OsString>,
 }
 
 /// Where the program's ELF goes: beside the output, named after it (a
@@ -124,7 +145,7 @@ fn parse_duration(s: &str) -> Result<u64, String> {
 }
 
 /// `N bytes (M MiB)`.
-fn mib(bytes: u64) -> String {
+pub(crate) fn mib(bytes: u64) -> String {
     format!(
         "{bytes} bytes ({:.1} MiB)",
         bytes as f64 / (1024.0 * 1024.0)
@@ -133,6 +154,9 @@ fn mib(bytes: u64) -> String {
 
 /// Runs `perfaux record`.
 pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
+    if !args.program.is_empty() {
+        return crate::record_program::run(args);
+    }
     let config = Config {
         cpus: args.cpus,
         stop: match (args.samples, args.duration) {
@@ -142,7 +166,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         },
         period: args.period,
         aux_sample_size: args.aux_sample_size,
-        aux_pages: args.aux_pages,
+        aux_pages: args.aux_pages.unwrap_or(64),
         data_pages: args.data_pages,
         seed: args.seed,
         mode: match args.mode {
@@ -422,7 +446,7 @@ impl Report<'_> {
 /// Set once Ctrl-C (SIGINT) arrives: the run then stops at its next round
 /// and writes a complete, shorter file. A second Ctrl-C ends the process at
 /// once (the previous files stay as they were).
-fn interrupt_flag() -> Arc<AtomicBool> {
+pub(crate) fn interrupt_flag() -> Arc<AtomicBool> {
     let flag = Arc::new(AtomicBool::new(false));
     let seen = Arc::clone(&flag);
     // Failing to install the handler leaves Ctrl-C's default: nothing is

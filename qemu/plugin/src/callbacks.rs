@@ -12,11 +12,12 @@ use std::sync::{Mutex, OnceLock};
 
 use perfaux::pt::blocks::Block;
 use qemu_plugin_sys::{
-    qemu_info_t, qemu_plugin_cb_flags, qemu_plugin_entry_code, qemu_plugin_id_t,
+    qemu_info_t, qemu_plugin_cb_flags, qemu_plugin_id_t,
     qemu_plugin_insn_data, qemu_plugin_insn_size, qemu_plugin_insn_vaddr,
     qemu_plugin_path_to_binary, qemu_plugin_register_atexit_cb,
     qemu_plugin_register_vcpu_syscall_cb, qemu_plugin_register_vcpu_syscall_ret_cb,
     qemu_plugin_register_vcpu_tb_exec_cb, qemu_plugin_register_vcpu_tb_trans_cb,
+    qemu_plugin_start_code,
     qemu_plugin_tb, qemu_plugin_tb_get_insn, qemu_plugin_tb_n_insns, qemu_plugin_tb_vaddr,
 };
 
@@ -224,11 +225,14 @@ fn program(first: u64) -> (&'static str, &'static [Mmap]) {
             .into_boxed_str(),
     );
     let mut maps = Vec::new();
-    // SAFETY: a plain query.
-    let entry = unsafe { qemu_plugin_entry_code() };
+    // SAFETY: a plain query: the lowest address of the executable's code
+    // (QEMU's `info->start_code`, its first executable segment, load bias
+    // added; `entry_code` is the interpreter's entry when there is one).
+    let start_code = unsafe { qemu_plugin_start_code() };
     match maps::image(&exe, 0) {
         Ok(img) => {
-            let bias = entry.wrapping_sub(img.entry);
+            let first_code = img.maps.iter().map(|m| m.start).min().unwrap_or(0);
+            let bias = (start_code & !0xfff).wrapping_sub(first_code);
             if let Ok(img) = maps::image(&exe, bias) {
                 maps.extend(img.maps);
             }

@@ -1,0 +1,353 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! `perfaux record -- PROGRAM`: a real, unmodified x86-64 program traced
+//! under QEMU user mode, with the perfaux engine inside the emulator
+//! playing the kernel (the `perfaux-qemu` plugin), written as the perf.data
+//! file `perf record -e intel_pt//u` (or, with AUX samples,
+//! `perf record -e '{intel_pt//u,instructions:u}' --aux-sample`) writes on
+//! a machine with Intel PT.
+//!
+//! The recorder sets up the session ([`session`]), starts the emulator on
+//! the program ([`launch`]), and drains the slots while it runs
+//! ([`drain`]), as `perf record` drains its mmaps.
+
+pub mod drain;
+pub mod launch;
+pub mod session;
+
+use std::ffi::OsString;
+use std::io::{Seek, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use perfaux::abi::{PerfEventAttr, attr_flags, misc, sample_type as st};
+use perfaux::pt::config::bits as pt_bits;
+pub use perfaux_qemu_session::Mode;
+use perfaux_qemu_session::{Layout, event_id};
+
+use self::drain::Drain;
+pub use self::drain::Summary;
+use self::session::Session;
+use crate::perfdata::synth::{self, IdIndexEntry};
+use crate::perfdata::{BuildId, Features, GroupDesc, Writer, WriterEvent, intel_pt_priv};
+
+/// The `attr.type` of the `intel_pt` PMU in the file.
+pub const PT_TYPE: u32 = 8;
+
+/// The sample and trailer fields of every event: the same `sample_id`
+/// layout in all of them, IDENTIFIER to find the event.
+const ID_FIELDS: u64 = st::TID | st::TIME | st::CPU | st::IDENTIFIER;
+
+/// perf time now: `CLOCK_MONOTONIC` in ns, the plugin's clock.
+pub fn now() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A recording of a program.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The program and its arguments.
+    pub program: Vec<OsString>,
+    /// A full trace, or AUX samples.
+    pub mode: Mode,
+    /// Instructions between samples (AUX-sample mode).
+    pub period: u64,
+    /// `attr.aux_sample_size` (AUX-sample mode).
+    pub aux_sample_size: u32,
+    /// Data ring pages per thread.
+    pub data_pages: u32,
+    /// AUX pages per thread.
+    pub aux_pages: u32,
+    /// Threads that can be traced over the whole run.
+    pub max_threads: u32,
+    /// The command line, for the file's cmdline feature.
+    pub cmdline: Vec<String>,
+}
+
+/// The PT leader's attr, as `perf record -e intel_pt//u` opens it: TSC
+/// packets, return compression, `psb_period=0`, and the side band (COMM,
+/// MMAP2, FORK/EXIT) it carries as perf's tracking event would.
+pub fn leader_attr(mode: Mode) -> PerfEventAttr {
+    let mut a = PerfEventAttr::new(136);
+    a.type_ = PT_TYPE;
+    a.config = pt_bits::TSC;
+    a.sample_period = 1;
+    a.sample_type = st::IP | ID_FIELDS;
+    a.flags = attr_flags::SAMPLE_ID_ALL
+        | attr_flags::EXCLUDE_GUEST
+        | attr_flags::EXCLUDE_KERNEL
+        | attr_flags::EXCLUDE_HV
+        | attr_flags::MMAP
+        | attr_flags::MMAP2
+        | attr_flags::COMM
+        | attr_flags::COMM_EXEC
+        | attr_flags::TASK;
+    if mode == Mode::Full {
+        a.aux_watermark = 0; // half the area, the kernel's default
+    }
+    a
+}
+
+/// The sampler's attr, `instructions:u` every `period` retired user
+/// instructions, with `aux_sample_size` bytes of trace; period 0 when the
+/// run does not sample.
+pub fn sampler_attr(options: &Options) -> PerfEventAttr {
+    let mut a = PerfEventAttr::new(136);
+    a.type_ = 0; // PERF_TYPE_HARDWARE
+    a.config = 1; // PERF_COUNT_HW_INSTRUCTIONS
+    a.sample_type = st::IP | st::PERIOD | ID_FIELDS;
+    a.flags = attr_flags::SAMPLE_ID_ALL
+        | attr_flags::EXCLUDE_GUEST
+        | attr_flags::EXCLUDE_KERNEL
+        | attr_flags::EXCLUDE_HV;
+    if options.mode == Mode::Sample {
+        a.sample_period = options.period;
+        a.sample_type |= st::AUX;
+        a.aux_sample_size = options.aux_sample_size;
+    }
+    a
+}
+
+/// The file's events: the PT leader, and the sampler when there is one,
+/// each with one id per slot.
+fn events(options: &Options, leader: PerfEventAttr, sampler: PerfEventAttr) -> Vec<WriterEvent> {
+    let ids = |k| (0..options.max_threads).map(|s| event_id(s, k)).collect();
+    let mut events = vec![WriterEvent {
+        attr: leader,
+        name: "intel_pt//u".into(),
+        ids: ids(0),
+    }];
+    if options.mode == Mode::Sample {
+        events.push(WriterEvent {
+            attr: sampler,
+            name: "instructions:u".into(),
+            ids: ids(1),
+        });
+    }
+    events
+}
+
+/// `PERF_RECORD_ID_INDEX`: each slot's ids write to its own mmap.
+fn id_index(options: &Options) -> Vec<u8> {
+    let k = if options.mode == Mode::Sample { 2 } else { 1 };
+    let entries: Vec<IdIndexEntry> = (0..options.max_threads)
+        .flat_map(|s| {
+            (0..k).map(move |k| IdIndexEntry {
+                id: event_id(s, k),
+                idx: u64::from(s),
+                cpu: u64::from(s),
+                tid: u64::MAX,
+            })
+        })
+        .collect();
+    synth::id_index(&entries)
+}
+
+/// `PERF_RECORD_AUXTRACE_INFO`: how perf decodes the trace. The TSC is
+/// perf time (`CLOCK_MONOTONIC` ns): shift 0, mult 1, zero 0. No context
+/// switch records: each thread has a slot (a CPU) of its own, and the
+/// AUXTRACE records name the thread.
+fn auxtrace_info() -> Vec<u8> {
+    let mut priv_ = [0u64; intel_pt_priv::REQUIRED];
+    priv_[intel_pt_priv::PMU_TYPE] = u64::from(PT_TYPE);
+    priv_[intel_pt_priv::TIME_SHIFT] = 0;
+    priv_[intel_pt_priv::TIME_MULT] = 1;
+    priv_[intel_pt_priv::TIME_ZERO] = 0;
+    priv_[intel_pt_priv::CAP_USER_TIME_ZERO] = 1;
+    priv_[intel_pt_priv::TSC_BIT] = pt_bits::TSC;
+    priv_[intel_pt_priv::NORETCOMP_BIT] = pt_bits::NORETCOMP;
+    priv_[intel_pt_priv::HAVE_SCHED_SWITCH] = 0;
+    priv_[intel_pt_priv::SNAPSHOT_MODE] = 0;
+    priv_[intel_pt_priv::PER_CPU_MMAPS] = 1;
+    synth::intel_pt_auxtrace_info(&priv_)
+}
+
+/// The GNU build-id of the ELF file at `path`.
+pub fn build_id(path: &str) -> Option<Vec<u8>> {
+    use object::Object as _;
+    let data = std::fs::read(path).ok()?;
+    let file = object::File::parse(&*data).ok()?;
+    file.build_id().ok().flatten().map(<[u8]>::to_vec)
+}
+
+fn read_proc(path: &str, fallback: &str) -> String {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| fallback.to_owned())
+}
+
+/// The feature sections.
+fn features(options: &Options, threads: u32, build_ids: Vec<BuildId>) -> Features {
+    let cpus = threads.max(1);
+    Features {
+        hostname: Some(read_proc("/proc/sys/kernel/hostname", "localhost")),
+        osrelease: Some(read_proc("/proc/sys/kernel/osrelease", "unknown")),
+        version: Some(format!("perfaux {}", env!("CARGO_PKG_VERSION"))),
+        arch: Some("x86_64".into()),
+        nr_cpus: Some((cpus, cpus)),
+        cmdline: Some(options.cmdline.clone()),
+        pmu_mappings: vec![
+            (1, "software".into()),
+            (4, "cpu".into()),
+            (PT_TYPE, "intel_pt".into()),
+        ],
+        groups: if options.mode == Mode::Sample {
+            vec![GroupDesc {
+                name: "{anon_group}".into(),
+                leader: 0,
+                members: 2,
+            }]
+        } else {
+            Vec::new()
+        },
+        event_names: Vec::new(),
+        build_ids,
+        auxtrace_index: Some(Vec::new()),
+    }
+}
+
+/// How the program ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// It exited with this status.
+    Exited(i32),
+    /// A signal killed it.
+    Killed(i32),
+}
+
+impl Ended {
+    /// The status a shell reports: the exit status, or 128 + the signal.
+    pub fn code(self) -> i32 {
+        match self {
+            Ended::Exited(c) => c,
+            Ended::Killed(s) => 128 + s,
+        }
+    }
+}
+
+/// What a recording leaves besides the file.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// What was written.
+    pub summary: Summary,
+    /// How the program ended.
+    pub ended: Ended,
+    /// Every file the program mapped executable, with its build-id.
+    pub binaries: Vec<(String, Option<Vec<u8>>)>,
+    /// The recording was stopped (`stop` was set) before the program ended.
+    pub interrupted: bool,
+}
+
+/// Records `options.program` into `out`; `stop` (Ctrl-C) ends the
+/// recording early, with a complete file.
+pub fn record<W: Write + Seek>(
+    options: &Options,
+    out: W,
+    stop: &AtomicBool,
+) -> Result<(Outcome, W), String> {
+    let qemu = launch::qemu()?;
+    let plugin = launch::plugin()?;
+    let program = launch::resolve(&options.program)?;
+    if options.period == 0 && options.mode == Mode::Sample {
+        return Err("-c 0: a counter must overflow after at least one instruction".into());
+    }
+    let layout = Layout::new(
+        options.max_threads,
+        options.data_pages,
+        options.aux_pages,
+        options.mode,
+    )
+    .map_err(|e| e.to_string())?;
+    let leader = leader_attr(options.mode);
+    let sampler = sampler_attr(options);
+    let session = Session::create(layout, leader, sampler)?;
+    let file_events = events(options, leader, sampler);
+    let mut writer = Writer::create(out, &file_events).map_err(|e| format!("writing: {e}"))?;
+    let mut drain = Drain::new(&session, sampler);
+    writer
+        .record(&id_index(options))
+        .and_then(|()| writer.record(&auxtrace_info()))
+        .map_err(|e| format!("writing: {e}"))?;
+    let mut child = launch::spawn(&qemu, &plugin, session.fd(), &program)?;
+    let mut interrupted = false;
+    let mut terminated_at = None;
+    let ended = loop {
+        let moved = drain.round(&mut writer)?;
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                use std::os::unix::process::ExitStatusExt as _;
+                break match (status.code(), status.signal()) {
+                    (Some(c), _) => Ended::Exited(c),
+                    (None, Some(s)) => Ended::Killed(s),
+                    (None, None) => Ended::Exited(1),
+                };
+            }
+            Ok(None) => {}
+            Err(e) => return Err(format!("waiting for the emulator: {e}")),
+        }
+        if stop.load(Ordering::Relaxed) && !interrupted {
+            // Ctrl-C reached the program too (one process group); if it
+            // goes on, it is asked to end, as perf record asks its
+            // workload (SIGTERM).
+            interrupted = true;
+            terminated_at = Some(std::time::Instant::now());
+        }
+        if let Some(at) = terminated_at {
+            if at.elapsed() > Duration::from_millis(500) {
+                // SAFETY: signals our own child.
+                unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+                terminated_at = None;
+            }
+        }
+        if moved == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    drain.close(&mut writer)?;
+    let binaries: Vec<(String, Option<Vec<u8>>)> = drain
+        .paths
+        .iter()
+        .map(|p| (p.clone(), build_id(p)))
+        .collect();
+    let build_ids = binaries
+        .iter()
+        .filter_map(|(p, id)| {
+            id.as_ref().map(|id| BuildId {
+                pid: -1,
+                misc: misc::USER,
+                id: id.clone(),
+                path: p.clone(),
+            })
+        })
+        .collect();
+    let summary = drain.summary.clone();
+    let out = writer
+        .finish(&features(options, summary.threads, build_ids))
+        .map_err(|e| format!("writing: {e}"))?;
+    Ok((
+        Outcome {
+            summary,
+            ended,
+            binaries,
+            interrupted,
+        },
+        out,
+    ))
+}
+
+/// A recording's default output buffer sizes, as `perf record` takes them
+/// for Intel PT as root: 512 KiB of data ring and 4 MiB of AUX area.
+pub const DEFAULT_DATA_PAGES: u32 = 128;
+/// See [`DEFAULT_DATA_PAGES`].
+pub const DEFAULT_AUX_PAGES: u32 = 1024;
+
+/// The path of the plugin `record` would use (for messages).
+pub fn plugin_path() -> Result<PathBuf, String> {
+    launch::plugin()
+}

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! `perfaux record [OPTIONS] -- PROGRAM [ARGS]`: traces a real program
+//! under QEMU user mode and writes perf.data, with `perf record`'s
+//! conventions: the program's streams untouched, its exit status returned
+//! (128 + the signal that killed it), the summary on standard error, the
+//! previous file kept as `perf.data.old`.
+
+use std::io::BufWriter;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use perfaux_cli::emu::{self, Ended, Mode, Options};
+
+use crate::output::{place, staged};
+use crate::record_cmd::{RecordArgs, interrupt_flag, mib};
+
+/// Runs the recording of `args.program`.
+pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
+    if args.output.as_os_str() == "-" {
+        return Err("-o - with a program: perf's pipe format is written only by the simulator; give a file".into());
+    }
+    if args.truth.is_some() {
+        return Err("--truth with a program: not available yet (the simulator writes one)".into());
+    }
+    let mode = if args.aux_sample.is_some() {
+        Mode::Sample
+    } else {
+        Mode::Full
+    };
+    let options = Options {
+        program: args.program.clone(),
+        mode,
+        period: args.count,
+        aux_sample_size: args.aux_sample.unwrap_or(0),
+        data_pages: args.data_pages as u32,
+        aux_pages: args.aux_pages.map_or(emu::DEFAULT_AUX_PAGES, |p| p as u32),
+        max_threads: args.max_threads,
+        cmdline: std::env::args().collect(),
+    };
+    if mode == Mode::Sample && options.aux_sample_size == 0 {
+        return Err("--aux-sample=0: a sample needs at least 8 bytes of trace".into());
+    }
+    let file = staged(&args.output)?;
+    let stop = interrupt_flag();
+    let started = Instant::now();
+    let failed = |e: &dyn std::fmt::Display| {
+        format!(
+            "writing {}: {e} (nothing was replaced)",
+            args.output.display()
+        )
+    };
+    let (outcome, out) = emu::record(&options, BufWriter::new(file), &stop)?;
+    let file = out.into_inner().map_err(|e| failed(e.error()))?;
+    file.as_file().sync_all().map_err(|e| failed(&e))?;
+    let backup = place(file, &args.output, true)?;
+    let bytes = std::fs::metadata(&args.output).map_or(0, |m| m.len());
+    let took = started.elapsed().as_secs_f64();
+    let s = &outcome.summary;
+    if !args.quiet {
+        let mut w = String::new();
+        use std::fmt::Write as _;
+        let _ = writeln!(
+            w,
+            "perfaux: wrote {} ({:.1} MiB): {} traced under QEMU, {} thread{}, {}",
+            args.output.display(),
+            bytes as f64 / (1024.0 * 1024.0),
+            args.program[0].to_string_lossy(),
+            s.threads,
+            if s.threads == 1 { "" } else { "s" },
+            match mode {
+                Mode::Sample => "AUX samples",
+                Mode::Full => "full trace",
+            }
+        );
+        let _ = writeln!(
+            w,
+            "  instructions {} traced ({:.0} M/s)",
+            s.instructions,
+            s.instructions as f64 / took / 1e6
+        );
+        if mode == Mode::Sample {
+            let _ = writeln!(
+                w,
+                "  samples   {} ({} with AUX data, {} of trace in samples)",
+                s.samples,
+                s.aux_samples,
+                mib(s.aux_sample_bytes)
+            );
+        } else {
+            let _ = writeln!(
+                w,
+                "  AUX       {} PERF_RECORD_AUX ({} truncated), {} in AUXTRACE records",
+                s.aux_records,
+                s.aux_truncated,
+                mib(s.auxtrace_bytes)
+            );
+        }
+        let _ = writeln!(
+            w,
+            "  lost      {} records, {} samples, {} trace events",
+            s.lost_records, s.lost_samples, s.lost_trace_events
+        );
+        let _ = writeln!(w, "  took      {took:.2} s");
+        if let Some(old) = backup {
+            let _ = writeln!(w, "  previous  {} (was {})", old.display(), args.output.display());
+        }
+        let _ = writeln!(
+            w,
+            "next: perf script --itrace={} -F +brstacksym -i {}",
+            if mode == Mode::Sample { "L16" } else { "i100000il16" },
+            args.output.display()
+        );
+        eprint!("{w}");
+    }
+    if s.untraced > 0 {
+        eprintln!(
+            "perfaux: {} threads ran untraced: more than --max-threads {}",
+            s.untraced, args.max_threads
+        );
+    }
+    if outcome.interrupted || stop.load(Ordering::Relaxed) {
+        eprintln!(
+            "perfaux: interrupted: {} is complete and holds the trace up to the stop",
+            args.output.display()
+        );
+    }
+    let code = match outcome.ended {
+        Ended::Exited(c) => c,
+        e @ Ended::Killed(_) => e.code(),
+    };
+    Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}
