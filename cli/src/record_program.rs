@@ -20,9 +20,6 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
     if args.output.as_os_str() == "-" {
         return Err("-o - with a program: perf's pipe format is written only by the simulator; give a file".into());
     }
-    if args.truth.is_some() {
-        return Err("--truth with a program: not available yet (the simulator writes one)".into());
-    }
     let mode = if args.aux_sample.is_some() {
         Mode::Sample
     } else {
@@ -37,7 +34,12 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         aux_pages: args.aux_pages.map_or(emu::DEFAULT_AUX_PAGES, |p| p as u32),
         max_threads: args.max_threads,
         cmdline: std::env::args().collect(),
+        truth: args.truth.is_some(),
     };
+    if args.truth.as_deref() == Some(args.output.as_path()) {
+        return Err(format!("--truth {}: that is the output file", args.output.display()));
+    }
+    let truth_file = args.truth.as_deref().map(staged).transpose()?;
     if mode == Mode::Sample && options.aux_sample_size == 0 {
         return Err("--aux-sample=0: a sample needs at least 8 bytes of trace".into());
     }
@@ -54,6 +56,12 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
     let file = out.into_inner().map_err(|e| failed(e.error()))?;
     file.as_file().sync_all().map_err(|e| failed(&e))?;
     let backup = place(file, &args.output, true)?;
+    if let (Some(mut f), Some(t), Some(p)) = (truth_file, &outcome.truth, &args.truth) {
+        use std::io::Write as _;
+        f.write_all(t.as_bytes())
+            .map_err(|e| format!("writing {}: {e}", p.display()))?;
+        place(f, p, false)?;
+    }
     let bytes = std::fs::metadata(&args.output).map_or(0, |m| m.len());
     let took = started.elapsed().as_secs_f64();
     let s = &outcome.summary;

@@ -53,6 +53,22 @@ pub struct Summary {
     pub unfinished: u32,
 }
 
+/// A traced thread, as its slot says at the end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadEnd {
+    /// Its slot (its CPU in the file).
+    pub slot: u32,
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Instructions it retired into its trace.
+    pub instructions: u64,
+    /// Whether it ended by itself (else its trace was salvaged, or its
+    /// process was still running when the recording stopped).
+    pub ended: bool,
+}
+
 /// One slot as the drain reads it.
 struct SlotReader {
     data: Vec<*mut u8>,
@@ -70,6 +86,8 @@ pub struct Drain<'s> {
     pub summary: Summary,
     /// Every file an MMAP2 record named.
     pub paths: BTreeSet<String>,
+    /// Every thread, in slot order, once its slot is read to its end.
+    pub threads: Vec<ThreadEnd>,
     scratch: Vec<u8>,
 }
 
@@ -85,6 +103,7 @@ impl<'s> Drain<'s> {
             sampler,
             summary: Summary::default(),
             paths: BTreeSet::new(),
+            threads: Vec::new(),
             scratch: vec![0; 1 << 16],
         }
     }
@@ -114,7 +133,7 @@ impl<'s> Drain<'s> {
             }
             moved += self.drain_slot(slot as u32, w)?;
             if state == SLOT_DONE {
-                self.finish(slot as u32);
+                self.finish(slot as u32, true);
             }
         }
         if moved > 0 {
@@ -130,9 +149,13 @@ impl<'s> Drain<'s> {
         for slot in 0..self.readers.len() {
             if !self.readers[slot].drained {
                 self.summary.unfinished += 1;
-                self.finish(slot as u32);
+                if self.session.layout().mode() == Mode::Full {
+                    self.salvage(slot as u32, w)?;
+                }
+                self.finish(slot as u32, false);
             }
         }
+        self.threads.sort_by_key(|t| t.slot);
         let h = self.session.header();
         self.summary.threads = self.readers.len() as u32;
         // Relaxed: the emulator has exited (or stopped writing).
@@ -140,11 +163,66 @@ impl<'s> Drain<'s> {
         Ok(())
     }
 
+    /// Slot `slot`'s thread died without ending its trace (a fatal signal
+    /// kills the emulator without a callback; `execve` replaced the
+    /// process): what its tracer wrote after the last published `aux_head`,
+    /// whole packets up to the plugin's last batch, is read from the AUX
+    /// pages as one more AUXTRACE record. Nothing is made up: the bytes
+    /// are the engine's.
+    fn salvage(&mut self, slot: u32, w: &mut impl RecordWriter) -> Result<(), String> {
+        let s = self.session;
+        let info = s.info(slot);
+        // Acquire: pairs with the plugin's Release store after the bytes.
+        let end = info.trace_bytes.load(Ordering::Acquire);
+        let up = s.user_page(slot);
+        // SAFETY: the user page is in the mapping; aux_tail is this
+        // drain's own (it is the consumer), read as a u64 at its offset.
+        let tail = unsafe { std::ptr::read_volatile(&raw const (*up).aux_tail) };
+        let size = (s.layout().aux_pages() * perfaux::abi::PAGE_SIZE) as u64;
+        // What the area still holds: at most its size behind the end.
+        let start = tail.max(end.saturating_sub(size));
+        if end <= start {
+            return Ok(());
+        }
+        let len = (end - start) as usize;
+        let padded = len.next_multiple_of(8);
+        let tid = info.tid.load(Ordering::Relaxed);
+        let mut record = synth::auxtrace(padded as u64, start, crate::emu::now(), slot, tid, slot);
+        let at = record.len();
+        record.resize(at + padded, 0);
+        let pages = &self.readers[slot as usize].aux;
+        let page = perfaux::abi::PAGE_SIZE as u64;
+        let mut pos = start;
+        while pos < end {
+            let off = pos % size;
+            let in_page = (off % page) as usize;
+            let n = ((page - off % page) as usize).min((end - pos) as usize);
+            let src = pages[(off / page) as usize].wrapping_add(in_page);
+            let dst = at + (pos - start) as usize;
+            // SAFETY: `src` is inside one AUX page of the slot, in the
+            // mapping, `n` bytes to the page's end at most; the thread is
+            // gone, so nothing writes them.
+            let bytes = unsafe { std::slice::from_raw_parts(src, n) };
+            record[dst..dst + n].copy_from_slice(bytes);
+            pos += n as u64;
+        }
+        self.summary.auxtrace_bytes += len as u64;
+        self.write(w, &record)
+    }
+
     /// Slot `slot` is read to its end: its counts are taken, its memory
     /// released.
-    fn finish(&mut self, slot: u32) {
+    fn finish(&mut self, slot: u32, ended: bool) {
         let info = self.session.info(slot);
-        self.summary.instructions += info.retired.load(Ordering::Relaxed);
+        let instructions = info.retired.load(Ordering::Relaxed);
+        self.threads.push(ThreadEnd {
+            slot,
+            pid: info.pid.load(Ordering::Relaxed),
+            tid: info.tid.load(Ordering::Relaxed),
+            instructions,
+            ended,
+        });
+        self.summary.instructions += instructions;
         self.summary.trace_bytes += info.trace_bytes.load(Ordering::Relaxed);
         self.summary.lost_trace_events += info.lost_events.load(Ordering::Relaxed);
         self.summary.lost_samples += info.lost_samples.load(Ordering::Relaxed);

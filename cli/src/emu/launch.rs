@@ -196,10 +196,25 @@ pub fn resolve(argv: &[OsString]) -> Result<Resolved, String> {
 }
 
 /// Starts `qemu` with `plugin` on `program`, handing it the session
-/// descriptor `fd`; the program's standard streams are perfaux's.
-pub fn spawn(qemu: &Path, plugin: &Path, fd: i32, program: &Resolved) -> Result<Child, String> {
+/// descriptor `fd` (and a directory for the ground truth); the program's
+/// standard streams are perfaux's.
+pub fn spawn(
+    qemu: &Path,
+    plugin: &Path,
+    fd: i32,
+    truth: Option<&Path>,
+    program: &Resolved,
+) -> Result<Child, String> {
     let mut plugin_arg = plugin.as_os_str().to_owned();
     plugin_arg.push(format!(",session={fd}"));
+    if let Some(dir) = truth {
+        // QEMU splits plugin arguments at commas.
+        if dir.as_os_str().as_bytes().contains(&b',') {
+            return Err(format!("{}: a truth directory without commas", dir.display()));
+        }
+        plugin_arg.push(",truth=");
+        plugin_arg.push(dir);
+    }
     let mut cmd = Command::new(qemu);
     cmd.arg("-plugin").arg(plugin_arg);
     // QEMU's argv[0] for the program: the name it was given.

@@ -13,6 +13,7 @@
 pub mod drain;
 pub mod launch;
 pub mod session;
+pub mod truth;
 
 use std::ffi::OsString;
 use std::io::{Seek, Write};
@@ -68,6 +69,8 @@ pub struct Options {
     pub max_threads: u32,
     /// The command line, for the file's cmdline feature.
     pub cmdline: Vec<String>,
+    /// Keep the ground truth ([`Outcome::truth`]).
+    pub truth: bool,
 }
 
 /// The PT leader's attr, as `perf record -e intel_pt//u` opens it: TSC
@@ -242,6 +245,10 @@ pub struct Outcome {
     pub binaries: Vec<(String, Option<Vec<u8>>)>,
     /// The recording was stopped (`stop` was set) before the program ended.
     pub interrupted: bool,
+    /// Every traced thread.
+    pub threads: Vec<drain::ThreadEnd>,
+    /// The ground truth ([`truth::render`]), if asked for.
+    pub truth: Option<String>,
 }
 
 /// Records `options.program` into `out`; `stop` (Ctrl-C) ends the
@@ -274,7 +281,19 @@ pub fn record<W: Write + Seek>(
         .record(&id_index(options))
         .and_then(|()| writer.record(&auxtrace_info()))
         .map_err(|e| format!("writing: {e}"))?;
-    let mut child = launch::spawn(&qemu, &plugin, session.fd(), &program)?;
+    let truth_dir = if options.truth {
+        Some(tempfile::Builder::new().prefix("perfaux-truth-").tempdir()
+            .map_err(|e| format!("a directory for the truth: {e}"))?)
+    } else {
+        None
+    };
+    let mut child = launch::spawn(
+        &qemu,
+        &plugin,
+        session.fd(),
+        truth_dir.as_ref().map(|d| d.path()),
+        &program,
+    )?;
     let mut interrupted = false;
     let mut terminated_at = None;
     let ended = loop {
@@ -327,6 +346,11 @@ pub fn record<W: Write + Seek>(
         })
         .collect();
     let summary = drain.summary.clone();
+    let threads = std::mem::take(&mut drain.threads);
+    let truth = truth_dir
+        .as_ref()
+        .map(|d| truth::render(d.path(), &threads))
+        .transpose()?;
     let out = writer
         .finish(&features(options, summary.threads, build_ids))
         .map_err(|e| format!("writing: {e}"))?;
@@ -336,6 +360,8 @@ pub fn record<W: Write + Seek>(
             ended,
             binaries,
             interrupted,
+            threads,
+            truth,
         },
         out,
     ))

@@ -83,6 +83,9 @@ pub unsafe extern "C" fn qemu_plugin_install(
         let arg = unsafe { CStr::from_ptr(*argv.add(i)) }.to_string_lossy();
         match arg.split_once('=') {
             Some(("session", v)) => fd = v.parse::<i32>().ok(),
+            Some(("truth", dir)) => {
+                let _ = crate::truth::DIR.set(dir.into());
+            }
             _ => {
                 eprintln!("perfaux plugin: unknown argument {arg:?}");
                 return -1;

@@ -21,6 +21,7 @@ mod maps;
 mod records;
 mod session;
 mod thread;
+mod truth;
 
 #[cfg(not(test))]
 mod callbacks;

@@ -13,23 +13,43 @@ use perfaux::abi::misc;
 use perfaux::pt::blocks::{Block, BlockFlow, FlowSink};
 use perfaux::pt::stream::TraceEvent;
 use perfaux::sample::SampleData;
-use perfaux_qemu_session::{Mode, SLOT_DONE};
+use perfaux_qemu_session::{Mode, SLOT_DONE, truth};
 
 use crate::engine::{Engine, now, trailer};
 use crate::records::{self, Mmap};
 use crate::session::Session;
+use crate::truth::Truth;
 
 /// Blocks gathered before they are traced: a batch is a few tens of
 /// thousands of instructions, so the tracer runs in long `trace_all` runs.
 pub const BATCH: usize = 4096;
 
-/// The events of a batch, for one `trace_all`.
-struct Events<'a>(&'a mut Vec<TraceEvent>);
+/// The events of a batch, for one `trace_all`, and the truth's branches.
+struct Events<'a> {
+    events: &'a mut Vec<TraceEvent>,
+    truth: Option<&'a mut Truth>,
+}
 
 impl FlowSink for Events<'_> {
     fn event(&mut self, event: TraceEvent) {
-        self.0.push(event);
+        self.events.push(event);
     }
+    fn branch(&mut self, from: u64, to: u64) {
+        if let Some(t) = self.truth.as_deref_mut() {
+            t.push([truth::BRANCH, from, to]);
+        }
+    }
+}
+
+/// The flow's sink over a thread's fields (a macro: the flow is borrowed
+/// beside it).
+macro_rules! sink {
+    ($t:expr) => {
+        &mut Events {
+            events: &mut $t.events,
+            truth: $t.truth.as_mut(),
+        }
+    };
 }
 
 /// Who a new thread is.
@@ -64,6 +84,8 @@ pub struct Thread {
     count: u64,
     /// The system call the thread is in: its number and arguments.
     pub syscall: (i64, [u64; 6]),
+    /// The ground truth, when asked for.
+    truth: Option<Truth>,
 }
 
 impl Thread {
@@ -107,6 +129,7 @@ impl Thread {
             period: if engine_samples(session) { period } else { 0 },
             count: 0,
             syscall: (-1, [0; 6]),
+            truth: crate::truth::open(slot),
         })
     }
 
@@ -129,7 +152,7 @@ impl Thread {
         self.engine.tracer.set_clock(tsc);
         let mut batch = std::mem::take(&mut self.batch);
         for &b in &batch {
-            let retired = self.flow.enter(b, tsc, &mut Events(&mut self.events));
+            let retired = self.flow.enter(b, tsc, sink!(self));
             if self.period != 0 {
                 self.count += retired;
                 if self.count >= self.period {
@@ -142,6 +165,23 @@ impl Thread {
         self.batch = batch;
         self.trace();
         self.throttle();
+        self.progress();
+    }
+
+    /// Tells the recorder how far the thread's trace has come, for a
+    /// thread that ends without [`end`](Self::end) (a fatal signal kills
+    /// the emulator without a callback): its AUX data up to here is
+    /// complete packets the recorder can still read.
+    fn progress(&mut self) {
+        if let Some(t) = self.truth.as_mut() {
+            t.flush();
+        }
+        let info = self.session.info(self.engine.slot);
+        info.retired.store(self.flow.retired(), Ordering::Relaxed);
+        // Release: pairs with the recorder's Acquire load; the trace bytes
+        // it counts are in the AUX pages before it.
+        info.trace_bytes
+            .store(self.engine.tracer.written(), Ordering::Release);
     }
 
     /// Hands the pending events to the tracer; a ToPA PMI (a full-trace
@@ -159,8 +199,14 @@ impl Thread {
     /// TIP.PGD), the sample takes the trace's newest bytes, and tracing
     /// resumes at it after a TSC at or past the sample's time.
     fn pmi(&mut self, next: &Block) {
-        self.flow.interrupt(&mut Events(&mut self.events));
+        let mark = self.truth.as_ref().map_or(0, Truth::pending);
+        self.flow.interrupt(sink!(self));
         self.trace();
+        if let Some(t) = self.truth.as_mut() {
+            // Before the PMI's own exit (FUP + TIP.PGD), which the
+            // interrupt above logged: the sample's history ends before it.
+            t.insert(mark, [truth::SAMPLE, next.start(), 0]);
+        }
         if let Some(sampler) = self.engine.sampler {
             let data = SampleData {
                 misc: misc::USER,
@@ -173,14 +219,14 @@ impl Thread {
         }
         let tsc = now();
         self.engine.tracer.set_clock(tsc);
-        self.flow.resume(tsc, &mut Events(&mut self.events));
+        self.flow.resume(tsc, sink!(self));
     }
 
     /// The running block's last instruction, a system call, enters the
     /// kernel.
     pub fn system_call(&mut self) {
         self.flush();
-        self.flow.system_call(&mut Events(&mut self.events));
+        self.flow.system_call(sink!(self));
         self.trace();
     }
 
@@ -204,9 +250,12 @@ impl Thread {
     /// its slot handed to the recorder to drain.
     pub fn end(mut self) {
         self.flush();
-        self.flow.stop(&mut Events(&mut self.events));
+        self.flow.stop(sink!(self));
         self.trace();
         self.engine.leader.sched_out();
+        if let Some(t) = self.truth.as_mut() {
+            t.flush();
+        }
         let tr = self.trailer();
         records::task(
             self.engine.ring,
@@ -247,7 +296,7 @@ impl Thread {
         if !self.behind() {
             return;
         }
-        self.flow.interrupt(&mut Events(&mut self.events));
+        self.flow.interrupt(sink!(self));
         self.trace();
         self.engine.leader.sched_out();
         let mut waits = 0u32;
@@ -261,7 +310,7 @@ impl Thread {
         let _ = self.engine.leader.sched_in(self.engine.platform);
         let tsc = now();
         self.engine.tracer.set_clock(tsc);
-        self.flow.resume(tsc, &mut Events(&mut self.events));
+        self.flow.resume(tsc, sink!(self));
     }
 
     /// Whether the recorder is behind: half the data ring or (full trace)

@@ -139,9 +139,13 @@ pub struct SlotInfo {
     /// recorder did not drain in time): set by the plugin, Relaxed.
     pub truncated: AtomicU32,
     /// Instructions the thread retired into its trace (what a decoder
-    /// counts), published by [`SLOT_DONE`].
+    /// counts): final when published by [`SLOT_DONE`], else as of the
+    /// last batch the plugin traced (Relaxed).
     pub retired: AtomicU64,
-    /// Trace bytes the thread's tracer wrote, published by [`SLOT_DONE`].
+    /// Trace bytes the thread's tracer wrote: final when published by
+    /// [`SLOT_DONE`], else as of the last batch, stored with Release after
+    /// the bytes (a thread that dies without ending leaves its trace up to
+    /// there in its AUX area, whole packets, beyond `aux_head`).
     pub trace_bytes: AtomicU64,
     /// Trace events lost to a full AUX area, published by [`SLOT_DONE`].
     pub lost_events: AtomicU64,
@@ -166,6 +170,24 @@ const_assert_eq!(core::mem::offset_of!(SlotInfo, lost_samples), 40);
 /// their own ids the same way).
 pub const fn event_id(slot: u32, k: u32) -> u64 {
     1 + 2 * slot as u64 + k as u64
+}
+
+/// The ground truth a plugin keeps on request (`truth=DIR`): one file
+/// per slot in the directory, of little-endian `[u64; 3]` entries in the
+/// order the thread made them.
+pub mod truth {
+    /// `[BRANCH, from, to]`: control went from `from` to `to` as a decoder
+    /// reports a branch (a taken branch; `to` 0: tracing stopped there;
+    /// `from` 0: tracing started at `to`).
+    pub const BRANCH: u64 = 0;
+    /// `[SAMPLE, ip, 0]`: a sample at `ip`, after the branches before it
+    /// (its own PMI's exit follows).
+    pub const SAMPLE: u64 = 1;
+
+    /// Slot `slot`'s file in the truth directory.
+    pub fn file_name(slot: u32) -> String {
+        format!("{slot}.truth")
+    }
 }
 
 /// Why a layout cannot be made.
