@@ -258,9 +258,10 @@ pub fn record<W: Write + Seek>(
     out: W,
     stop: &AtomicBool,
 ) -> Result<(Outcome, W), String> {
+    // The user's mistakes first, then what the machine lacks.
+    let program = launch::resolve(&options.program)?;
     let qemu = launch::qemu()?;
     let plugin = launch::plugin()?;
-    let program = launch::resolve(&options.program)?;
     if options.period == 0 && options.mode == Mode::Sample {
         return Err("-c 0: a counter must overflow after at least one instruction".into());
     }

@@ -1,0 +1,416 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! `perfaux record -- PROGRAM`: real programs traced under QEMU user mode,
+//! decoded by Linux perf's own Intel PT decoder and held to the plugin's
+//! ground truth: every instruction per thread, every branch in order, each
+//! sample's history, 0 errors. Programs: `/bin/true`, `ls /usr/bin`, gzip
+//! of 1 MB, and `tests/programs/workload.c` (threads, fork, recursion, a
+//! function-pointer table, a jump table, a signal handler, `rep movsb`).
+//!
+//! Needs `qemu-x86_64` (Debian: qemu-user), `perf` and a C compiler; with
+//! `PERFAUX_REQUIRE_QEMU` set (CI sets it) a missing one fails the tests
+//! instead of skipping them.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::OnceLock;
+
+use common::{perf_available, perfaux, text};
+
+/// Whether the emulator, the plugin and perf are here; the plugin is built
+/// if it is not (`cargo test` builds the `perfaux` binary, not the plugin
+/// of another package).
+fn ready() -> bool {
+    static READY: OnceLock<bool> = OnceLock::new();
+    *READY.get_or_init(|| {
+        let required = std::env::var_os("PERFAUX_REQUIRE_QEMU").is_some();
+        let qemu = std::process::Command::new("qemu-x86_64")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !qemu {
+            assert!(!required, "PERFAUX_REQUIRE_QEMU is set but qemu-x86_64 does not run");
+            eprintln!("qemu-x86_64 not installed (apt-get install qemu-user): skipped");
+            return false;
+        }
+        if !perf_available() {
+            assert!(!required, "PERFAUX_REQUIRE_QEMU is set but perf does not run");
+            return false;
+        }
+        build_plugin();
+        true
+    })
+}
+
+/// Builds the plugin beside the `perfaux` binary under test.
+fn build_plugin() {
+    let bin = assert_cmd::cargo::cargo_bin("perfaux");
+    let dir = bin.parent().unwrap();
+    let release = dir.file_name().is_some_and(|n| n == "release");
+    let mut cmd = std::process::Command::new(env!("CARGO"));
+    cmd.args(["build", "--quiet", "-p", "perfaux-qemu"]);
+    if release {
+        cmd.arg("--release");
+    }
+    let out = cmd.output().expect("cargo runs");
+    assert!(out.status.success(), "building the plugin: {}", text(&out.stderr));
+    assert!(dir.join("libperfaux_qemu.so").is_file(), "the plugin is beside {}", bin.display());
+}
+
+/// A scratch directory of this test process.
+fn scratch() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| tempfile::Builder::new().prefix("perfaux-programs-").tempdir().unwrap())
+        .path()
+}
+
+/// The test program, compiled once (with symbols).
+fn workload() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/workload.c");
+        let bin = scratch().join("workload");
+        let out = std::process::Command::new("cc")
+            .args(["-O1", "-g", "-pthread", "-o"])
+            .arg(&bin)
+            .arg(&src)
+            .output()
+            .expect("a C compiler (cc) runs");
+        assert!(out.status.success(), "cc: {}", text(&out.stderr));
+        bin
+    })
+    .clone()
+}
+
+/// A 1 MB file of base64 text (gzip's input), the same bytes every run.
+fn megabyte() -> PathBuf {
+    static FILE: OnceLock<PathBuf> = OnceLock::new();
+    FILE.get_or_init(|| {
+        let path = scratch().join("input.txt");
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut bytes = Vec::with_capacity(1 << 20);
+        while bytes.len() < 1 << 20 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            bytes.push(if bytes.len() % 77 == 76 { b'\n' } else { alphabet[(x % 64) as usize] });
+        }
+        std::fs::write(&path, bytes).unwrap();
+        path
+    })
+    .clone()
+}
+
+/// `perfaux record -q -o DATA [args] -- program...` in the scratch
+/// directory; its output.
+fn record(data: &Path, args: &[&str], program: &[&str]) -> Output {
+    perfaux()
+        .current_dir(scratch())
+        .arg("record")
+        .arg("-q")
+        .arg("-o")
+        .arg(data)
+        .args(args)
+        .arg("--")
+        .args(program)
+        .output()
+        .unwrap()
+}
+
+/// `perf script -i DATA args`: its standard output, after checking that
+/// perf reported no instruction trace error.
+fn perf_script(data: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("perf")
+        .arg("script")
+        .arg("-i")
+        .arg(data)
+        .args(args)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "perf script {args:?}: {stderr}");
+    assert!(
+        !stdout.contains("instruction trace error") && !stderr.contains("instruction trace error"),
+        "perf script {args:?} on {}: {}",
+        data.display(),
+        stderr.lines().chain(stdout.lines().filter(|l| l.contains("error"))).take(10).collect::<Vec<_>>().join("\n")
+    );
+    stdout
+}
+
+/// perf's count of the instructions of each CPU (a thread's slot), from
+/// `--itrace=i1i` (one synthesized sample per instruction).
+fn perf_instructions(data: &Path) -> BTreeMap<u32, u64> {
+    let out = std::process::Command::new("perf")
+        .args(["report", "--itrace=i1i", "--stdio", "--sort", "cpu", "-F", "sample,cpu", "-i"])
+        .arg(data)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(!stderr.contains("instruction trace error"), "perf report: {stderr}");
+    stdout
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[1].parse().unwrap(), f[0].parse().unwrap())
+        })
+        .collect()
+}
+
+/// The plugin's ground truth (`--truth`).
+#[derive(Default)]
+struct Truth {
+    /// slot -> (pid, tid, instructions, ended).
+    threads: BTreeMap<u32, (u32, u32, u64, bool)>,
+    /// slot -> every branch, in order.
+    branches: BTreeMap<u32, Vec<(u64, u64)>>,
+    /// slot -> each sample's ip and history (newest first).
+    samples: BTreeMap<u32, Vec<(u64, Vec<(u64, u64)>)>>,
+}
+
+fn hex(s: &str) -> u64 {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap()
+}
+
+fn pair(s: &str) -> (u64, u64) {
+    let mut p = s.split('/');
+    (hex(p.next().unwrap()), hex(p.next().unwrap()))
+}
+
+fn read_truth(path: &Path) -> Truth {
+    let mut t = Truth::default();
+    for line in std::fs::read_to_string(path).unwrap().lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let slot: u32 = f[1].parse().unwrap();
+        match f[0] {
+            "thread" => {
+                t.threads.insert(
+                    slot,
+                    (f[2].parse().unwrap(), f[3].parse().unwrap(), f[4].parse().unwrap(), f[5] == "ended"),
+                );
+            }
+            "branch" => t.branches.entry(slot).or_default().push((hex(f[2]), hex(f[3]))),
+            "sample" => {
+                let history = f[4..].iter().map(|e| pair(e)).collect();
+                t.samples.entry(slot).or_default().push((hex(f[2]), history));
+            }
+            other => panic!("truth line {other}"),
+        }
+    }
+    t
+}
+
+/// perf's branches of each CPU (slot), from `--itrace=be`.
+fn perf_branches(data: &Path) -> BTreeMap<u32, Vec<(u64, u64)>> {
+    let mut got: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
+    for line in perf_script(data, &["--itrace=be", "-F", "cpu,ip,addr"]).lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let cpu = f[0].trim_matches(|c| c == '[' || c == ']').parse().unwrap();
+        let i = f.iter().position(|&w| w == "=>").expect("a branch has =>");
+        got.entry(cpu).or_default().push((hex(f[i - 1]), hex(f[i + 1])));
+    }
+    got
+}
+
+/// perf's samples of each CPU with their `--itrace=L64` histories.
+fn perf_samples(data: &Path) -> BTreeMap<u32, Vec<(u64, Vec<(u64, u64)>)>> {
+    let mut got: BTreeMap<u32, Vec<(u64, Vec<(u64, u64)>)>> = BTreeMap::new();
+    for line in perf_script(data, &["--itrace=L64", "-F", "cpu,ip,brstack"]).lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let cpu = f[0].trim_matches(|c| c == '[' || c == ']').parse().unwrap();
+        let history = f[2..].iter().map(|e| pair(e)).collect();
+        got.entry(cpu).or_default().push((hex(f[1]), history));
+    }
+    got
+}
+
+/// Records `program` as a full trace with the truth, and holds perf's
+/// decode to it: every branch of every thread in order, every
+/// instruction per thread; returns the truth.
+fn full_trace_matches_truth(name: &str, program: &[&str]) -> Truth {
+    let data = scratch().join(format!("{name}.data"));
+    let truth_path = scratch().join(format!("{name}.truth"));
+    let out = record(&data, &["--truth", truth_path.to_str().unwrap()], program);
+    assert_eq!(out.status.code(), Some(0), "{name}: {}", text(&out.stderr));
+    let truth = read_truth(&truth_path);
+    assert!(!truth.threads.is_empty(), "{name}: no thread traced");
+    let branches = perf_branches(&data);
+    for (slot, want) in &truth.branches {
+        let got = branches.get(slot).map_or(&[][..], Vec::as_slice);
+        if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
+            panic!(
+                "{name}: thread {slot} branch {i} of {}: perf {:x?}, truth {:x?}",
+                want.len(),
+                &got[i..(i + 3).min(got.len())],
+                &want[i..(i + 3).min(want.len())]
+            );
+        }
+        assert_eq!(got.len(), want.len(), "{name}: thread {slot}: branches");
+    }
+    let counted = perf_instructions(&data);
+    let want: BTreeMap<u32, u64> = truth.threads.iter().map(|(s, t)| (*s, t.2)).collect();
+    assert_eq!(counted, want, "{name}: instructions per thread (perf, then the plugin)");
+    truth
+}
+
+#[test]
+fn true_and_ls_decode_to_every_instruction_and_branch() {
+    if !ready() {
+        return;
+    }
+    let t = full_trace_matches_truth("true", &["/bin/true"]);
+    assert_eq!(t.threads.len(), 1);
+    assert!(t.threads[&0].2 > 50_000, "/bin/true runs ld.so and libc");
+    let t = full_trace_matches_truth("ls", &["ls", "/usr/bin"]);
+    assert!(t.threads[&0].2 > 1_000_000);
+}
+
+#[test]
+fn threads_fork_signals_and_tables_decode_exactly() {
+    if !ready() {
+        return;
+    }
+    let bin = workload();
+    let t = full_trace_matches_truth("workload", &[bin.to_str().unwrap(), "2000"]);
+    // The main thread, two threads, the forked child: all traced, ended.
+    assert_eq!(t.threads.len(), 4, "{:?}", t.threads);
+    let pids: std::collections::BTreeSet<u32> = t.threads.values().map(|t| t.0).collect();
+    assert_eq!(pids.len(), 2, "the child is a process of its own");
+    assert!(t.threads.values().all(|t| t.3), "every thread ended");
+}
+
+#[test]
+fn every_sample_carries_the_history_the_truth_has() {
+    if !ready() {
+        return;
+    }
+    let bin = workload();
+    let data = scratch().join("samples.data");
+    let truth_path = scratch().join("samples.truth");
+    let out = record(
+        &data,
+        &["--aux-sample", "-c", "10000", "--truth", truth_path.to_str().unwrap()],
+        &[bin.to_str().unwrap(), "2000"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let truth = read_truth(&truth_path);
+    let got = perf_samples(&data);
+    let mut total = 0;
+    for (slot, want) in &truth.samples {
+        let have = &got[slot];
+        assert_eq!(have.len(), want.len(), "thread {slot}: samples");
+        for (i, (h, w)) in have.iter().zip(want).enumerate() {
+            assert_eq!(h.0, w.0, "thread {slot} sample {i}: ip");
+            assert_eq!(h.1, w.1, "thread {slot} sample {i}: perf's history, then the truth");
+            assert_eq!(h.1.len(), 64, "thread {slot} sample {i}: a full history");
+        }
+        total += want.len();
+    }
+    assert!(total > 100, "{total} samples");
+}
+
+#[test]
+fn gzip_of_a_megabyte_decodes_with_no_error() {
+    if !ready() {
+        return;
+    }
+    let input = megabyte();
+    let input = input.to_str().unwrap();
+    // The whole trace: every instruction counted.
+    let data = scratch().join("gzip.data");
+    let out = record(&data, &[], &["gzip", "-kf", input]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let counted = perf_instructions(&data);
+    assert_eq!(counted.len(), 1);
+    assert!(counted[&0] > 50_000_000, "{counted:?}");
+    // AUX samples: every one decodes into a full history.
+    let data = scratch().join("gzip-samples.data");
+    let out = record(&data, &["--aux-sample"], &["gzip", "-kf", input]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let samples = perf_samples(&data);
+    let n: usize = samples.values().map(Vec::len).sum();
+    assert!(n > 500, "{n} samples");
+    assert!(samples.values().flatten().all(|s| s.1.len() == 64));
+}
+
+#[test]
+fn a_crashing_program_keeps_its_trace_and_its_status() {
+    if !ready() {
+        return;
+    }
+    let bin = workload();
+    let data = scratch().join("crash.data");
+    let out = record(&data, &[], &[bin.to_str().unwrap(), "crash"]);
+    assert_eq!(out.status.code(), Some(128 + 11), "SIGSEGV: {}", text(&out.stderr));
+    let counted = perf_instructions(&data);
+    assert!(counted[&0] > 10_000, "the trace up to the fault: {counted:?}");
+}
+
+#[test]
+fn bad_programs_are_one_line_errors() {
+    let dir = scratch();
+    let cases: Vec<(Vec<String>, &str)> = {
+        let elf32 = dir.join("elf32");
+        let mut head = vec![0u8; 64];
+        head[..4].copy_from_slice(b"\x7fELF");
+        head[4] = 1; // ELFCLASS32
+        head[5] = 1;
+        head[18] = 3; // EM_386
+        std::fs::write(&elf32, &head).unwrap();
+        let arm = dir.join("arm64");
+        head[4] = 2;
+        head[18] = 183; // EM_AARCH64
+        std::fs::write(&arm, &head).unwrap();
+        let text_file = dir.join("notes.txt");
+        std::fs::write(&text_file, "hello\n").unwrap();
+        let script = dir.join("script");
+        std::fs::write(&script, format!("#!{}\n", arm.display())).unwrap();
+        for p in [&elf32, &arm, &text_file, &script] {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let s = |p: &Path| p.to_str().unwrap().to_owned();
+        vec![
+            (vec!["no-such-program-perfaux".into()], "command not found"),
+            (vec![s(&elf32)], "32-bit ELF for x86 (i386)"),
+            (vec![s(&arm)], "an ELF for AArch64"),
+            (vec![s(&text_file)], "neither ELF nor a #! script"),
+            (vec![s(&script)], "its interpreter"),
+        ]
+    };
+    for (program, says) in cases {
+        let out = perfaux()
+            .current_dir(dir)
+            .args(["record", "-o", "bad.data", "--"])
+            .args(&program)
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{program:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{program:?}: one line: {err}");
+        assert!(err.contains(says), "{program:?}: {err}");
+        assert!(!dir.join("bad.data").exists(), "{program:?}: no file");
+    }
+    // The emulator missing: one line naming the package.
+    let out = perfaux()
+        .current_dir(dir)
+        .env("PERFAUX_QEMU", "/nonexistent/qemu-x86_64")
+        .args(["record", "-o", "bad.data", "--", "/bin/true"])
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("PERFAUX_QEMU"), "{err}");
+    let out = perfaux()
+        .current_dir(dir)
+        .env("PATH", "/nonexistent")
+        .args(["record", "-o", "bad.data", "--", "/bin/true"])
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert!(err.contains("apt-get install qemu-user"), "{err}");
+}
