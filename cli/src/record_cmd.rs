@@ -87,7 +87,12 @@ pub struct RecordArgs {
     pub(crate) aux_sample: Option<u32>,
     /// With a program and --aux-sample: instructions between samples
     /// (perf's `-c`).
-    #[arg(short = 'c', long = "count", default_value_t = 100_000, requires = "program")]
+    #[arg(
+        short = 'c',
+        long = "count",
+        default_value_t = 100_000,
+        requires = "program"
+    )]
     pub(crate) count: u64,
     /// With a program: the most threads traced over the run (each has its
     /// own rings, as each CPU has in `perf record`); more run untraced.

@@ -18,7 +18,10 @@ use crate::record_cmd::{RecordArgs, interrupt_flag, mib};
 /// Runs the recording of `args.program`.
 pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
     if args.output.as_os_str() == "-" {
-        return Err("-o - with a program: perf's pipe format is written only by the simulator; give a file".into());
+        return Err(
+            "-o - with a program: perf's pipe format is written only by the simulator; give a file"
+                .into(),
+        );
     }
     let mode = if args.aux_sample.is_some() {
         Mode::Sample
@@ -37,7 +40,10 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         truth: args.truth.is_some(),
     };
     if args.truth.as_deref() == Some(args.output.as_path()) {
-        return Err(format!("--truth {}: that is the output file", args.output.display()));
+        return Err(format!(
+            "--truth {}: that is the output file",
+            args.output.display()
+        ));
     }
     let truth_file = args.truth.as_deref().map(staged).transpose()?;
     if mode == Mode::Sample && options.aux_sample_size == 0 {
@@ -111,12 +117,21 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         );
         let _ = writeln!(w, "  took      {took:.2} s");
         if let Some(old) = backup {
-            let _ = writeln!(w, "  previous  {} (was {})", old.display(), args.output.display());
+            let _ = writeln!(
+                w,
+                "  previous  {} (was {})",
+                old.display(),
+                args.output.display()
+            );
         }
         let _ = writeln!(
             w,
             "next: perf script --itrace={} -F +brstacksym -i {}",
-            if mode == Mode::Sample { "L16" } else { "i100000il16" },
+            if mode == Mode::Sample {
+                "L16"
+            } else {
+                "i100000il16"
+            },
             args.output.display()
         );
         eprint!("{w}");

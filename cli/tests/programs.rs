@@ -31,12 +31,18 @@ fn ready() -> bool {
             .output()
             .is_ok_and(|o| o.status.success());
         if !qemu {
-            assert!(!required, "PERFAUX_REQUIRE_QEMU is set but qemu-x86_64 does not run");
+            assert!(
+                !required,
+                "PERFAUX_REQUIRE_QEMU is set but qemu-x86_64 does not run"
+            );
             eprintln!("qemu-x86_64 not installed (apt-get install qemu-user): skipped");
             return false;
         }
         if !perf_available() {
-            assert!(!required, "PERFAUX_REQUIRE_QEMU is set but perf does not run");
+            assert!(
+                !required,
+                "PERFAUX_REQUIRE_QEMU is set but perf does not run"
+            );
             return false;
         }
         build_plugin();
@@ -55,15 +61,28 @@ fn build_plugin() {
         cmd.arg("--release");
     }
     let out = cmd.output().expect("cargo runs");
-    assert!(out.status.success(), "building the plugin: {}", text(&out.stderr));
-    assert!(dir.join("libperfaux_qemu.so").is_file(), "the plugin is beside {}", bin.display());
+    assert!(
+        out.status.success(),
+        "building the plugin: {}",
+        text(&out.stderr)
+    );
+    assert!(
+        dir.join("libperfaux_qemu.so").is_file(),
+        "the plugin is beside {}",
+        bin.display()
+    );
 }
 
 /// A scratch directory of this test process.
 fn scratch() -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| tempfile::Builder::new().prefix("perfaux-programs-").tempdir().unwrap())
-        .path()
+    DIR.get_or_init(|| {
+        tempfile::Builder::new()
+            .prefix("perfaux-programs-")
+            .tempdir()
+            .unwrap()
+    })
+    .path()
 }
 
 /// The test program, compiled once (with symbols).
@@ -96,7 +115,11 @@ fn megabyte() -> PathBuf {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            bytes.push(if bytes.len() % 77 == 76 { b'\n' } else { alphabet[(x % 64) as usize] });
+            bytes.push(if bytes.len() % 77 == 76 {
+                b'\n'
+            } else {
+                alphabet[(x % 64) as usize]
+            });
         }
         std::fs::write(&path, bytes).unwrap();
         path
@@ -136,7 +159,12 @@ fn perf_script(data: &Path, args: &[&str]) -> String {
         !stdout.contains("instruction trace error") && !stderr.contains("instruction trace error"),
         "perf script {args:?} on {}: {}",
         data.display(),
-        stderr.lines().chain(stdout.lines().filter(|l| l.contains("error"))).take(10).collect::<Vec<_>>().join("\n")
+        stderr
+            .lines()
+            .chain(stdout.lines().filter(|l| l.contains("error")))
+            .take(10)
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     stdout
 }
@@ -145,12 +173,24 @@ fn perf_script(data: &Path, args: &[&str]) -> String {
 /// `--itrace=i1i` (one synthesized sample per instruction).
 fn perf_instructions(data: &Path) -> BTreeMap<u32, u64> {
     let out = std::process::Command::new("perf")
-        .args(["report", "--itrace=i1i", "--stdio", "--sort", "cpu", "-F", "sample,cpu", "-i"])
+        .args([
+            "report",
+            "--itrace=i1i",
+            "--stdio",
+            "--sort",
+            "cpu",
+            "-F",
+            "sample,cpu",
+            "-i",
+        ])
         .arg(data)
         .output()
         .unwrap();
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-    assert!(!stderr.contains("instruction trace error"), "perf report: {stderr}");
+    assert!(
+        !stderr.contains("instruction trace error"),
+        "perf report: {stderr}"
+    );
     stdout
         .lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
@@ -161,6 +201,9 @@ fn perf_instructions(data: &Path) -> BTreeMap<u32, u64> {
         .collect()
 }
 
+/// A sample's ip and its history, newest branch first.
+type Sample = (u64, Vec<(u64, u64)>);
+
 /// The plugin's ground truth (`--truth`).
 #[derive(Default)]
 struct Truth {
@@ -169,7 +212,7 @@ struct Truth {
     /// slot -> every branch, in order.
     branches: BTreeMap<u32, Vec<(u64, u64)>>,
     /// slot -> each sample's ip and history (newest first).
-    samples: BTreeMap<u32, Vec<(u64, Vec<(u64, u64)>)>>,
+    samples: BTreeMap<u32, Vec<Sample>>,
 }
 
 fn hex(s: &str) -> u64 {
@@ -190,13 +233,25 @@ fn read_truth(path: &Path) -> Truth {
             "thread" => {
                 t.threads.insert(
                     slot,
-                    (f[2].parse().unwrap(), f[3].parse().unwrap(), f[4].parse().unwrap(), f[5] == "ended"),
+                    (
+                        f[2].parse().unwrap(),
+                        f[3].parse().unwrap(),
+                        f[4].parse().unwrap(),
+                        f[5] == "ended",
+                    ),
                 );
             }
-            "branch" => t.branches.entry(slot).or_default().push((hex(f[2]), hex(f[3]))),
+            "branch" => t
+                .branches
+                .entry(slot)
+                .or_default()
+                .push((hex(f[2]), hex(f[3]))),
             "sample" => {
                 let history = f[4..].iter().map(|e| pair(e)).collect();
-                t.samples.entry(slot).or_default().push((hex(f[2]), history));
+                t.samples
+                    .entry(slot)
+                    .or_default()
+                    .push((hex(f[2]), history));
             }
             other => panic!("truth line {other}"),
         }
@@ -211,14 +266,16 @@ fn perf_branches(data: &Path) -> BTreeMap<u32, Vec<(u64, u64)>> {
         let f: Vec<&str> = line.split_whitespace().collect();
         let cpu = f[0].trim_matches(|c| c == '[' || c == ']').parse().unwrap();
         let i = f.iter().position(|&w| w == "=>").expect("a branch has =>");
-        got.entry(cpu).or_default().push((hex(f[i - 1]), hex(f[i + 1])));
+        got.entry(cpu)
+            .or_default()
+            .push((hex(f[i - 1]), hex(f[i + 1])));
     }
     got
 }
 
 /// perf's samples of each CPU with their `--itrace=L64` histories.
-fn perf_samples(data: &Path) -> BTreeMap<u32, Vec<(u64, Vec<(u64, u64)>)>> {
-    let mut got: BTreeMap<u32, Vec<(u64, Vec<(u64, u64)>)>> = BTreeMap::new();
+fn perf_samples(data: &Path) -> BTreeMap<u32, Vec<Sample>> {
+    let mut got: BTreeMap<u32, Vec<Sample>> = BTreeMap::new();
     for line in perf_script(data, &["--itrace=L64", "-F", "cpu,ip,brstack"]).lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
         let cpu = f[0].trim_matches(|c| c == '[' || c == ']').parse().unwrap();
@@ -253,7 +310,10 @@ fn full_trace_matches_truth(name: &str, program: &[&str]) -> Truth {
     }
     let counted = perf_instructions(&data);
     let want: BTreeMap<u32, u64> = truth.threads.iter().map(|(s, t)| (*s, t.2)).collect();
-    assert_eq!(counted, want, "{name}: instructions per thread (perf, then the plugin)");
+    assert_eq!(
+        counted, want,
+        "{name}: instructions per thread (perf, then the plugin)"
+    );
     truth
 }
 
@@ -293,7 +353,13 @@ fn every_sample_carries_the_history_the_truth_has() {
     let truth_path = scratch().join("samples.truth");
     let out = record(
         &data,
-        &["--aux-sample", "-c", "10000", "--truth", truth_path.to_str().unwrap()],
+        &[
+            "--aux-sample",
+            "-c",
+            "10000",
+            "--truth",
+            truth_path.to_str().unwrap(),
+        ],
         &[bin.to_str().unwrap(), "2000"],
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -305,7 +371,10 @@ fn every_sample_carries_the_history_the_truth_has() {
         assert_eq!(have.len(), want.len(), "thread {slot}: samples");
         for (i, (h, w)) in have.iter().zip(want).enumerate() {
             assert_eq!(h.0, w.0, "thread {slot} sample {i}: ip");
-            assert_eq!(h.1, w.1, "thread {slot} sample {i}: perf's history, then the truth");
+            assert_eq!(
+                h.1, w.1,
+                "thread {slot} sample {i}: perf's history, then the truth"
+            );
             assert_eq!(h.1.len(), 64, "thread {slot} sample {i}: a full history");
         }
         total += want.len();
@@ -345,9 +414,17 @@ fn a_crashing_program_keeps_its_trace_and_its_status() {
     let bin = workload();
     let data = scratch().join("crash.data");
     let out = record(&data, &[], &[bin.to_str().unwrap(), "crash"]);
-    assert_eq!(out.status.code(), Some(128 + 11), "SIGSEGV: {}", text(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(128 + 11),
+        "SIGSEGV: {}",
+        text(&out.stderr)
+    );
     let counted = perf_instructions(&data);
-    assert!(counted[&0] > 10_000, "the trace up to the fault: {counted:?}");
+    assert!(
+        counted[&0] > 10_000,
+        "the trace up to the fault: {counted:?}"
+    );
 }
 
 #[test]

@@ -134,7 +134,9 @@ fn kind(path: &Path) -> Result<Kind, String> {
         let arg = words.next().map(|a| OsString::from(a.trim()));
         return Ok(Kind::Script(PathBuf::from(interp), arg));
     }
-    Ok(Kind::Other("not an executable format (neither ELF nor a #! script)".into()))
+    Ok(Kind::Other(
+        "not an executable format (neither ELF nor a #! script)".into(),
+    ))
 }
 
 /// The command line the emulator runs.
@@ -210,7 +212,10 @@ pub fn spawn(
     if let Some(dir) = truth {
         // QEMU splits plugin arguments at commas.
         if dir.as_os_str().as_bytes().contains(&b',') {
-            return Err(format!("{}: a truth directory without commas", dir.display()));
+            return Err(format!(
+                "{}: a truth directory without commas",
+                dir.display()
+            ));
         }
         plugin_arg.push(",truth=");
         plugin_arg.push(dir);
@@ -242,12 +247,16 @@ mod tests {
 
     #[test]
     fn programs_are_checked_before_the_emulator_runs() {
-        assert!(resolve(&["no-such-program-perfaux".into()])
-            .unwrap_err()
-            .contains("command not found"));
-        assert!(resolve(&["/no/such/file".into()])
-            .unwrap_err()
-            .contains("no such executable file"));
+        assert!(
+            resolve(&["no-such-program-perfaux".into()])
+                .unwrap_err()
+                .contains("command not found")
+        );
+        assert!(
+            resolve(&["/no/such/file".into()])
+                .unwrap_err()
+                .contains("no such executable file")
+        );
         let sh = resolve(&["sh".into(), "-c".into(), "true".into()]).unwrap();
         assert_eq!((sh.argv.len(), sh.argv0.as_os_str()), (3, OsStr::new("sh")));
     }

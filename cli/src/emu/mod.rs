@@ -283,8 +283,12 @@ pub fn record<W: Write + Seek>(
         .and_then(|()| writer.record(&auxtrace_info()))
         .map_err(|e| format!("writing: {e}"))?;
     let truth_dir = if options.truth {
-        Some(tempfile::Builder::new().prefix("perfaux-truth-").tempdir()
-            .map_err(|e| format!("a directory for the truth: {e}"))?)
+        Some(
+            tempfile::Builder::new()
+                .prefix("perfaux-truth-")
+                .tempdir()
+                .map_err(|e| format!("a directory for the truth: {e}"))?,
+        )
     } else {
         None
     };

@@ -31,10 +31,7 @@ impl Session {
         // SAFETY: a fresh memfd from a static name.
         let raw = unsafe { libc::memfd_create(c"perfaux-session".as_ptr(), libc::MFD_CLOEXEC) };
         if raw < 0 {
-            return Err(format!(
-                "memfd_create: {}",
-                std::io::Error::last_os_error()
-            ));
+            return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
         }
         // SAFETY: `raw` is a new descriptor nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };

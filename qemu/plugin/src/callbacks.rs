@@ -12,13 +12,12 @@ use std::sync::{Mutex, OnceLock};
 
 use perfaux::pt::blocks::Block;
 use qemu_plugin_sys::{
-    qemu_info_t, qemu_plugin_cb_flags, qemu_plugin_id_t,
-    qemu_plugin_insn_data, qemu_plugin_insn_size, qemu_plugin_insn_vaddr,
-    qemu_plugin_path_to_binary, qemu_plugin_register_atexit_cb,
-    qemu_plugin_register_vcpu_syscall_cb, qemu_plugin_register_vcpu_syscall_ret_cb,
-    qemu_plugin_register_vcpu_tb_exec_cb, qemu_plugin_register_vcpu_tb_trans_cb,
-    qemu_plugin_start_code,
-    qemu_plugin_tb, qemu_plugin_tb_get_insn, qemu_plugin_tb_n_insns, qemu_plugin_tb_vaddr,
+    qemu_info_t, qemu_plugin_cb_flags, qemu_plugin_id_t, qemu_plugin_insn_data,
+    qemu_plugin_insn_size, qemu_plugin_insn_vaddr, qemu_plugin_path_to_binary,
+    qemu_plugin_register_atexit_cb, qemu_plugin_register_vcpu_syscall_cb,
+    qemu_plugin_register_vcpu_syscall_ret_cb, qemu_plugin_register_vcpu_tb_exec_cb,
+    qemu_plugin_register_vcpu_tb_trans_cb, qemu_plugin_start_code, qemu_plugin_tb,
+    qemu_plugin_tb_get_insn, qemu_plugin_tb_n_insns, qemu_plugin_tb_vaddr,
 };
 
 use crate::maps;
@@ -93,7 +92,9 @@ pub unsafe extern "C" fn qemu_plugin_install(
         }
     }
     let Some(fd) = fd else {
-        eprintln!("perfaux plugin: no session=FD argument (run it with `perfaux record -- PROGRAM`)");
+        eprintln!(
+            "perfaux plugin: no session=FD argument (run it with `perfaux record -- PROGRAM`)"
+        );
         return -1;
     };
     match Session::map(fd) {
@@ -390,6 +391,8 @@ unsafe extern "C" fn on_exit(_id: qemu_plugin_id_t, _userdata: *mut c_void) {
     }
     let undecoded = UNDECODED.load(Ordering::Relaxed);
     if undecoded > 0 {
-        eprintln!("perfaux: {undecoded} blocks ended in an instruction the tracer cannot decode: the trace skips them");
+        eprintln!(
+            "perfaux: {undecoded} blocks ended in an instruction the tracer cannot decode: the trace skips them"
+        );
     }
 }

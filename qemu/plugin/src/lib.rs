@@ -16,6 +16,10 @@
 //! ([`perfaux::pt::blocks`]), the side band (COMM, MMAP2, FORK, EXIT) from
 //! the program's system calls and the ELF headers of what QEMU loaded.
 
+// The unit tests link without QEMU, so without the entry points that call
+// into it (`callbacks`): what only those use is unused there.
+#![cfg_attr(test, allow(dead_code))]
+
 mod engine;
 mod maps;
 mod records;
@@ -23,5 +27,7 @@ mod session;
 mod thread;
 mod truth;
 
+// The entry points and QEMU's API (resolved by QEMU's binary when it loads
+// the plugin).
 #[cfg(not(test))]
 mod callbacks;

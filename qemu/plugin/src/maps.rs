@@ -7,9 +7,9 @@
 
 use std::sync::Mutex;
 
+use object::Endianness;
 use object::elf::{PF_R, PF_W, PF_X, PT_INTERP, PT_LOAD};
 use object::read::elf::{ElfFile64, FileHeader, ProgramHeader};
-use object::Endianness;
 
 use crate::records::Mmap;
 
@@ -198,7 +198,10 @@ mod tests {
         forget(&mut maps, 0x2000, 0x3000);
         assert_eq!(maps.len(), 2);
         assert_eq!((maps[0].start, maps[0].len), (0x1000, 0x1000));
-        assert_eq!((maps[1].start, maps[1].len, maps[1].pgoff), (0x3000, 0x2000, 0x12000));
+        assert_eq!(
+            (maps[1].start, maps[1].len, maps[1].pgoff),
+            (0x3000, 0x2000, 0x12000)
+        );
     }
 
     #[test]
@@ -206,6 +209,10 @@ mod tests {
         let exe = std::env::current_exe().unwrap();
         let img = image(exe.to_str().unwrap(), 0).unwrap();
         assert!(!img.maps.is_empty());
-        assert!(img.maps.iter().all(|m| m.prot & libc::PROT_EXEC as u32 != 0));
+        assert!(
+            img.maps
+                .iter()
+                .all(|m| m.prot & libc::PROT_EXEC as u32 != 0)
+        );
     }
 }

@@ -96,7 +96,14 @@ pub fn mmap2(ring: &Ring<'_>, pid: u32, tid: u32, map: &Mmap, trailer: SampleId)
 
 /// `PERF_RECORD_FORK` (a new task) or `PERF_RECORD_EXIT` (`exit`):
 /// `pid`/`tid`, its parent `ppid`/`ptid`, at `time`.
-pub fn task(ring: &Ring<'_>, exit: bool, (pid, tid): (u32, u32), (ppid, ptid): (u32, u32), time: u64, trailer: SampleId) {
+pub fn task(
+    ring: &Ring<'_>,
+    exit: bool,
+    (pid, tid): (u32, u32),
+    (ppid, ptid): (u32, u32),
+    time: u64,
+    trailer: SampleId,
+) {
     let mut body = Vec::with_capacity(24);
     for v in [pid, ppid, tid, ptid] {
         body.extend_from_slice(&v.to_le_bytes());

@@ -269,7 +269,8 @@ impl Thread {
         let tracer = self.engine.tracer;
         info.retired.store(self.flow.retired(), Ordering::Relaxed);
         info.trace_bytes.store(tracer.written(), Ordering::Relaxed);
-        info.lost_events.store(tracer.lost_events(), Ordering::Relaxed);
+        info.lost_events
+            .store(tracer.lost_events(), Ordering::Relaxed);
         let lost = self.engine.sampler.map_or(0, |s| s.lost_samples());
         info.lost_samples.store(lost, Ordering::Relaxed);
         // Relaxed: the slot's state publishes it.

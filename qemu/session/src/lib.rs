@@ -403,7 +403,13 @@ mod tests {
                 pages.push(l.user_page(s));
                 pages.extend((0..8).map(|k| l.data_page(s, k)));
                 pages.extend((0..16).map(|k| l.aux_page(s, k)));
-                assert!(pages.iter().rev().take(25).all(|&p| p >= start && p + 4096 <= start + len));
+                assert!(
+                    pages
+                        .iter()
+                        .rev()
+                        .take(25)
+                        .all(|&p| p >= start && p + 4096 <= start + len)
+                );
             }
             let mut sorted = pages.clone();
             sorted.sort_unstable();
@@ -423,9 +429,24 @@ mod tests {
 
     #[test]
     fn bad_parameters_are_refused_with_the_kernel_reason() {
-        assert!(Layout::new(1, 3, 4, Mode::Sample).unwrap_err().0.contains("EINVAL"));
-        assert!(Layout::new(1, 4, 6, Mode::Sample).unwrap_err().0.contains("EINVAL"));
-        assert!(Layout::new(1, 4, 1, Mode::Full).unwrap_err().0.contains("rb_alloc_aux"));
+        assert!(
+            Layout::new(1, 3, 4, Mode::Sample)
+                .unwrap_err()
+                .0
+                .contains("EINVAL")
+        );
+        assert!(
+            Layout::new(1, 4, 6, Mode::Sample)
+                .unwrap_err()
+                .0
+                .contains("EINVAL")
+        );
+        assert!(
+            Layout::new(1, 4, 1, Mode::Full)
+                .unwrap_err()
+                .0
+                .contains("rb_alloc_aux")
+        );
         assert!(Layout::new(0, 4, 4, Mode::Full).is_err());
         assert!(Layout::new(MAX_SLOTS + 1, 4, 4, Mode::Full).is_err());
     }
