@@ -151,13 +151,13 @@ impl Block {
 
 /// Where the followed thread is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum State {
+enum State<'b> {
     /// Not following a thread.
     Idle,
     /// Running the block; its exit is not known yet.
-    In(Block),
+    In(&'b Block),
     /// Interrupted before the block's first instruction (tracing off).
-    Held(Block),
+    Held(&'b Block),
     /// In the kernel (tracing off): back at the address if known.
     Out(Option<u64>),
 }
@@ -181,26 +181,28 @@ impl<F: FnMut(TraceEvent)> FlowSink for F {
     }
 }
 
-/// One thread's block-flow tracer state (see the module documentation).
+/// One thread's block-flow tracer state (see the module documentation),
+/// over blocks that live for `'b` (an emulator keeps one [`Block`] per
+/// translated block, so the flow holds the running one by reference).
 ///
 /// # Invariants
 /// `retired` counts exactly the instructions whose packets the flow
 /// produced: a decoder walking those packets counts as many.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct BlockFlow {
-    state: State,
+pub struct BlockFlow<'b> {
+    state: State<'b>,
     retired: u64,
 }
 
-impl Default for BlockFlow {
+impl Default for BlockFlow<'_> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl BlockFlow {
+impl<'b> BlockFlow<'b> {
     /// A flow that follows no thread yet.
-    pub const fn new() -> BlockFlow {
+    pub const fn new() -> BlockFlow<'b> {
         BlockFlow {
             state: State::Idle,
             retired: 0,
@@ -221,14 +223,15 @@ impl BlockFlow {
     /// `block` starts running; `tsc` is the time stamp counter. The
     /// previous block's exit went to its start. Returns the instructions
     /// that retired with it (the previous block's).
-    pub fn enter(&mut self, block: &Block, tsc: u64, out: &mut impl FlowSink) -> u64 {
+    #[inline]
+    pub fn enter(&mut self, block: &'b Block, tsc: u64, out: &mut impl FlowSink) -> u64 {
         let before = self.retired;
         let next = block.start;
         match self.state {
-            State::In(prev) => self.leave_block(&prev, next, tsc, out),
+            State::In(prev) => self.leave_block(prev, next, tsc, out),
             State::Idle | State::Out(_) | State::Held(_) => Self::restart(next, tsc, out),
         }
-        self.state = State::In(*block);
+        self.state = State::In(block);
         self.retired - before
     }
 
@@ -295,6 +298,7 @@ impl BlockFlow {
 
     /// `prev` ran to its end and the thread went to `next`: its
     /// instructions retire, its last one's event.
+    #[inline]
     fn leave_block(&mut self, prev: &Block, next: u64, tsc: u64, out: &mut impl FlowSink) {
         let (at, len, branch, repeated) = match prev.exit {
             Exit::FallThrough(after) => {
@@ -415,9 +419,9 @@ mod tests {
         Block::new(start, count, at, bytes).unwrap()
     }
 
-    /// Runs `blocks` in order from the idle state; the events after the
-    /// first block's TSC + TIP.PGE.
-    fn run(blocks: &[Block]) -> (BlockFlow, Log) {
+    /// Runs `blocks` in order from the idle state; the instructions
+    /// retired, and the events after the first block's TSC + TIP.PGE.
+    fn run(blocks: &[Block]) -> (u64, Log) {
         let mut flow = BlockFlow::new();
         let mut log = Log::default();
         for b in blocks {
@@ -425,7 +429,7 @@ mod tests {
         }
         log.events.drain(..2);
         log.branches.remove(0);
-        (flow, log)
+        (flow.retired(), log)
     }
 
     #[test]
@@ -473,9 +477,9 @@ mod tests {
         for (code, next, event) in cases {
             let a = block(0x40_0000, 4, at, code);
             let b = block(*next, 1, *next, &[0x90]);
-            let (flow, log) = run(&[a, b]);
+            let (retired, log) = run(&[a, b]);
             assert_eq!(log.events, [*event], "{code:x?}");
-            assert_eq!(flow.retired(), 4, "{code:x?}");
+            assert_eq!(retired, 4, "{code:x?}");
         }
     }
 
@@ -494,9 +498,9 @@ mod tests {
         let a = block(0x1ff0, 4, 0x1ffe, &[0xb8, 0x01]);
         assert_eq!((a.insns(), a.exit()), (3, Exit::FallThrough(0x1ffe)));
         let b = block(0x1ffe, 1, 0x1ffe, &[0xb8, 1, 2, 3, 4]);
-        let (flow, log) = run(&[a, b]);
+        let (retired, log) = run(&[a, b]);
         assert!(log.events.is_empty());
-        assert_eq!(flow.retired(), 3);
+        assert_eq!(retired, 3);
         // The only instruction of a block cannot be cut.
         assert_eq!(
             Block::new(0x1ffe, 1, 0x1ffe, &[0xb8, 0x01]),
@@ -511,9 +515,9 @@ mod tests {
         let a = block(0x1000, 3, 0x1004, &[0xf3, 0xa4]); // rep movsb
         let rep = block(0x1004, 1, 0x1004, &[0xf3, 0xa4]);
         let after = block(0x1006, 1, 0x1006, &[0x90]);
-        let (flow, log) = run(&[a, rep, rep, rep, after]);
+        let (retired, log) = run(&[a, rep, rep, rep, after]);
         assert!(log.events.is_empty());
-        assert_eq!(flow.retired(), 3);
+        assert_eq!(retired, 3);
     }
 
     #[test]
@@ -576,9 +580,11 @@ mod tests {
     fn the_kernel_may_send_an_interrupted_thread_elsewhere() {
         let mut flow = BlockFlow::new();
         let mut log = Log::default();
-        flow.enter(&block(0x1000, 2, 0x1003, &[0x90]), 1, &mut log);
+        let b1 = block(0x1000, 2, 0x1003, &[0x90]);
+        flow.enter(&b1, 1, &mut log);
         flow.interrupt(&mut log);
-        flow.enter(&block(0x7000, 1, 0x7000, &[0x90]), 5, &mut log);
+        let b2 = block(0x7000, 1, 0x7000, &[0x90]);
+        flow.enter(&b2, 5, &mut log);
         assert_eq!(
             &log.events[2..],
             [
@@ -597,7 +603,7 @@ mod tests {
     fn a_signal_between_blocks_is_an_asynchronous_exit() {
         let a = block(0x1000, 2, 0x1003, &[0xe8, 0, 1, 0, 0]); // call 0x1108
         let h = block(0x7000, 1, 0x7000, &[0x90]);
-        let (flow, log) = run(&[a, h]);
+        let (retired, log) = run(&[a, h]);
         assert_eq!(
             log.events,
             [
@@ -615,14 +621,14 @@ mod tests {
             ]
         );
         assert_eq!(log.branches, [(0x1003, 0x1108), (0x1108, 0), (0, 0x7000)]);
-        assert_eq!(flow.retired(), 2);
+        assert_eq!(retired, 2);
     }
 
     #[test]
     fn a_trap_disables_and_resumes_where_the_kernel_sent_the_thread() {
         let a = block(0x1000, 2, 0x1003, &[0xcc]); // int3
         let h = block(0x7000, 1, 0x7000, &[0x90]);
-        let (flow, log) = run(&[a, h]);
+        let (retired, log) = run(&[a, h]);
         assert_eq!(
             log.events,
             [
@@ -631,14 +637,15 @@ mod tests {
                 TraceEvent::Enable(0x7000)
             ]
         );
-        assert_eq!(flow.retired(), 2);
+        assert_eq!(retired, 2);
     }
 
     #[test]
     fn stop_takes_a_running_block_as_not_run() {
         let mut flow = BlockFlow::new();
         let mut log = Log::default();
-        flow.enter(&block(0x1000, 5, 0x1010, &[0x90]), 1, &mut log);
+        let b3 = block(0x1000, 5, 0x1010, &[0x90]);
+        flow.enter(&b3, 1, &mut log);
         flow.stop(&mut log);
         assert_eq!(
             log.events[2..],
@@ -656,9 +663,11 @@ mod tests {
         // TSC, PGE.
         let mut flow = BlockFlow::new();
         let mut log = Log::default();
-        flow.enter(&block(0x1000, 1, 0x1000, &[0x74, 0x10]), 1, &mut log);
+        let b4 = block(0x1000, 1, 0x1000, &[0x74, 0x10]);
+        flow.enter(&b4, 1, &mut log);
         let before = log.events.len();
-        flow.enter(&block(0x9000, 1, 0x9000, &[0x90]), 1, &mut log);
+        let b5 = block(0x9000, 1, 0x9000, &[0x90]);
+        flow.enter(&b5, 1, &mut log);
         assert_eq!(log.events.len() - before, MAX_EVENTS_PER_CALL);
     }
 }

@@ -175,6 +175,14 @@ unsafe extern "C" fn on_block(vcpu: c_uint, userdata: *mut c_void) {
         t.block(block);
         return;
     }
+    first_block(vcpu, block);
+}
+
+/// The first block of the thread of `vcpu`: its slot and engine (or the
+/// mark that it runs untraced).
+#[cold]
+#[inline(never)]
+fn first_block(vcpu: c_uint, block: &'static Block) {
     let Some(entry) = THREADS.get(vcpu as usize) else {
         return;
     };

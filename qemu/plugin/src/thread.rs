@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use perfaux::abi::misc;
-use perfaux::pt::blocks::{Block, BlockFlow, FlowSink};
+use perfaux::pt::blocks::{Block, BlockFlow, FlowSink, MAX_EVENTS_PER_CALL};
 use perfaux::pt::stream::TraceEvent;
 use perfaux::sample::SampleData;
 use perfaux_qemu_session::{Mode, SLOT_DONE, truth};
@@ -20,9 +20,10 @@ use crate::records::{self, Mmap};
 use crate::session::Session;
 use crate::truth::Truth;
 
-/// Blocks gathered before they are traced: a batch is a few tens of
-/// thousands of instructions, so the tracer runs in long `trace_all` runs.
-pub const BATCH: usize = 4096;
+/// Trace events gathered before the tracer takes them: a run of a few tens
+/// of thousands of instructions, so the tracer works in long `trace_all`
+/// runs, and the clock is read once a run.
+pub const RUN: usize = 4096;
 
 /// The events of a batch, for one `trace_all`, and the truth's branches.
 struct Events<'a> {
@@ -31,9 +32,11 @@ struct Events<'a> {
 }
 
 impl FlowSink for Events<'_> {
+    #[inline]
     fn event(&mut self, event: TraceEvent) {
         self.events.push(event);
     }
+    #[inline]
     fn branch(&mut self, from: u64, to: u64) {
         if let Some(t) = self.truth.as_deref_mut() {
             t.push([truth::BRANCH, from, to]);
@@ -75,9 +78,11 @@ pub struct Thread {
     pub tid: u32,
     session: &'static Session,
     engine: Engine,
-    flow: BlockFlow,
-    batch: Vec<&'static Block>,
+    flow: BlockFlow<'static>,
     events: Vec<TraceEvent>,
+    /// The clock at the start of the current run (the TSC of the run's
+    /// restarts of tracing).
+    tsc: u64,
     /// The sampler's period (0: no sampler).
     period: u64,
     /// Instructions since the sampler's last overflow.
@@ -124,8 +129,10 @@ impl Thread {
             session,
             engine,
             flow: BlockFlow::new(),
-            batch: Vec::with_capacity(BATCH),
-            events: Vec::with_capacity(BATCH * 2),
+            // No call writes more than MAX_EVENTS_PER_CALL: a run never
+            // grows the vector.
+            events: Vec::with_capacity(RUN + 4 * MAX_EVENTS_PER_CALL),
+            tsc: t,
             period: if engine_samples(session) { period } else { 0 },
             count: 0,
             syscall: (-1, [0; 6]),
@@ -133,39 +140,32 @@ impl Thread {
         })
     }
 
-    /// `block` starts running.
+    /// `block` starts running: the previous block's exit is resolved, the
+    /// sampler's overflow in it taken as a PMI before this one runs.
     #[inline]
     pub fn block(&mut self, block: &'static Block) {
-        self.batch.push(block);
-        if self.batch.len() >= BATCH {
+        let retired = self.flow.enter(block, self.tsc, sink!(self));
+        if self.period != 0 {
+            self.count += retired;
+            if self.count >= self.period {
+                self.count %= self.period;
+                self.pmi(block);
+            }
+        }
+        if self.events.len() >= RUN {
             self.flush();
         }
     }
 
-    /// Traces the gathered blocks, taking the sampler's overflows between
-    /// them.
+    /// Hands the run's events to the tracer, lets the recorder catch up if
+    /// it is behind, and starts the next run at the clock's new time.
+    #[cold]
     pub fn flush(&mut self) {
-        if self.batch.is_empty() {
-            return;
-        }
-        let tsc = now();
-        self.engine.tracer.set_clock(tsc);
-        let mut batch = std::mem::take(&mut self.batch);
-        for &b in &batch {
-            let retired = self.flow.enter(b, tsc, sink!(self));
-            if self.period != 0 {
-                self.count += retired;
-                if self.count >= self.period {
-                    self.count %= self.period;
-                    self.pmi(b);
-                }
-            }
-        }
-        batch.clear();
-        self.batch = batch;
         self.trace();
         self.throttle();
         self.progress();
+        self.tsc = now();
+        self.engine.tracer.set_clock(self.tsc);
     }
 
     /// Tells the recorder how far the thread's trace has come, for a
@@ -198,6 +198,7 @@ impl Thread {
     /// has just entered: the PMI leaves user space before it (FUP +
     /// TIP.PGD), the sample takes the trace's newest bytes, and tracing
     /// resumes at it after a TSC at or past the sample's time.
+    #[cold]
     fn pmi(&mut self, next: &Block) {
         let mark = self.truth.as_ref().map_or(0, Truth::pending);
         self.flow.interrupt(sink!(self));
@@ -225,9 +226,8 @@ impl Thread {
     /// The running block's last instruction, a system call, enters the
     /// kernel.
     pub fn system_call(&mut self) {
-        self.flush();
         self.flow.system_call(sink!(self));
-        self.trace();
+        self.flush();
     }
 
     /// The process mapped `map` executable: `PERF_RECORD_MMAP2`.
