@@ -98,6 +98,11 @@ pub struct RecordArgs {
     /// own rings, as each CPU has in `perf record`); more run untraced.
     #[arg(long, default_value_t = 256, requires = "program")]
     pub(crate) max_threads: u32,
+    /// With a program: do not add the binaries it ran to the build-id
+    /// cache ($PERF_BUILDID_DIR or ~/.debug), where perf finds them after
+    /// they are replaced or moved (perf record's --no-buildid-cache).
+    #[arg(long, requires = "program")]
+    pub(crate) no_buildid_cache: bool,
     /// A real x86-64 program to trace under QEMU user mode, and its
     /// arguments (after `--`). Without one, the simulator runs.
     #[arg(last = true, value_name = "PROGRAM")]

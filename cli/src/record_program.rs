@@ -15,6 +15,24 @@ use perfaux_cli::emu::{self, Ended, Mode, Options};
 use crate::output::{place, staged};
 use crate::record_cmd::{RecordArgs, interrupt_flag, mib};
 
+/// Adds every binary the recording names to the build-id cache, as perf
+/// record does at its end; a failure is one line, the recording stands.
+fn cache_binaries(binaries: &[(String, Option<Vec<u8>>)]) {
+    let Some(dir) = emu::buildid::cache_dir() else {
+        return;
+    };
+    for (path, id) in binaries {
+        if let Some(id) = id {
+            if let Err(e) = emu::buildid::add(&dir, path, id) {
+                eprintln!(
+                    "perfaux: warning: {path} not added to the build-id cache {}: {e}",
+                    dir.display()
+                );
+            }
+        }
+    }
+}
+
 /// Runs the recording of `args.program`.
 pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
     if args.output.as_os_str() == "-" {
@@ -69,6 +87,9 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         place(f, p, false)?;
     }
     let bytes = std::fs::metadata(&args.output).map_or(0, |m| m.len());
+    if !args.no_buildid_cache {
+        cache_binaries(&outcome.binaries);
+    }
     let took = started.elapsed().as_secs_f64();
     let s = &outcome.summary;
     if !args.quiet {

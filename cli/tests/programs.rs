@@ -73,16 +73,16 @@ fn build_plugin() {
     );
 }
 
-/// A scratch directory of this test process.
+/// The scratch directory of this test process, under cargo's target
+/// directory (emptied when a run starts, left for a look after it).
 fn scratch() -> &'static Path {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        tempfile::Builder::new()
-            .prefix("perfaux-programs-")
-            .tempdir()
-            .unwrap()
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("programs");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
     })
-    .path()
 }
 
 /// The test program, compiled once (with symbols).
@@ -127,11 +127,24 @@ fn megabyte() -> PathBuf {
     .clone()
 }
 
+/// The build-id cache of the tests (not the user's ~/.debug).
+fn cache() -> PathBuf {
+    scratch().join("buildid-cache")
+}
+
+/// `perf --buildid-dir <the tests' cache>`.
+fn perf() -> std::process::Command {
+    let mut cmd = std::process::Command::new("perf");
+    cmd.arg("--buildid-dir").arg(cache());
+    cmd
+}
+
 /// `perfaux record -q -o DATA [args] -- program...` in the scratch
 /// directory; its output.
 fn record(data: &Path, args: &[&str], program: &[&str]) -> Output {
     perfaux()
         .current_dir(scratch())
+        .env("PERF_BUILDID_DIR", cache())
         .arg("record")
         .arg("-q")
         .arg("-o")
@@ -146,7 +159,7 @@ fn record(data: &Path, args: &[&str], program: &[&str]) -> Output {
 /// `perf script -i DATA args`: its standard output, after checking that
 /// perf reported no instruction trace error.
 fn perf_script(data: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("perf")
+    let out = perf()
         .arg("script")
         .arg("-i")
         .arg(data)
@@ -172,7 +185,7 @@ fn perf_script(data: &Path, args: &[&str]) -> String {
 /// perf's count of the instructions of each CPU (a thread's slot), from
 /// `--itrace=i1i` (one synthesized sample per instruction).
 fn perf_instructions(data: &Path) -> BTreeMap<u32, u64> {
-    let out = std::process::Command::new("perf")
+    let out = perf()
         .args([
             "report",
             "--itrace=i1i",
@@ -404,6 +417,41 @@ fn gzip_of_a_megabyte_decodes_with_no_error() {
     let n: usize = samples.values().map(Vec::len).sum();
     assert!(n > 500, "{n} samples");
     assert!(samples.values().flatten().all(|s| s.1.len() == 64));
+}
+
+#[test]
+fn a_recording_decodes_after_its_binary_is_replaced() {
+    if !ready() {
+        return;
+    }
+    // A copy of the program of its own, replaced after the recording by
+    // another program at the same path: perf finds the code that ran in
+    // the build-id cache, as after `perf record`.
+    let bin = scratch().join("replaced");
+    std::fs::copy(workload(), &bin).unwrap();
+    let data = scratch().join("replaced.data");
+    let out = record(&data, &[], &[bin.to_str().unwrap(), "500"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let before = perf_instructions(&data);
+    std::fs::remove_file(&bin).unwrap();
+    std::fs::copy("/bin/true", &bin).unwrap();
+    assert_eq!(perf_instructions(&data), before, "decoded from the cache");
+    assert_eq!(before.len(), 4);
+    // --no-buildid-cache leaves the cache alone.
+    let out = perfaux()
+        .current_dir(scratch())
+        .env("PERF_BUILDID_DIR", scratch().join("other-cache"))
+        .args(["record", "-q", "--no-buildid-cache", "-o"])
+        .arg(scratch().join("uncached.data"))
+        .arg("--")
+        .arg(&bin)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        !scratch().join("other-cache").exists(),
+        "--no-buildid-cache adds nothing"
+    );
 }
 
 #[test]

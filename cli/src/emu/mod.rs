@@ -10,6 +10,7 @@
 //! the program ([`launch`]), and drains the slots while it runs
 //! ([`drain`]), as `perf record` drains its mmaps.
 
+pub mod buildid;
 pub mod drain;
 pub mod launch;
 pub mod session;
