@@ -157,6 +157,14 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         );
         eprint!("{w}");
     }
+    for t in &outcome.threads {
+        if let Some(path) = &t.exec {
+            eprintln!(
+                "perfaux: {path} ran untraced (pid {}): execve replaced the traced program, and QEMU user mode runs the new one natively",
+                t.pid
+            );
+        }
+    }
     if s.untraced > 0 {
         eprintln!(
             "perfaux: {} threads ran untraced: more than --max-threads {}",

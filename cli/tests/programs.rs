@@ -455,6 +455,39 @@ fn a_recording_decodes_after_its_binary_is_replaced() {
 }
 
 #[test]
+fn programs_started_by_execve_are_named_and_the_rest_decodes() {
+    if !ready() {
+        return;
+    }
+    // sh forks and execs ls (its child is traced up to the exec), then
+    // execs true itself.
+    let data = scratch().join("exec.data");
+    let truth_path = scratch().join("exec.truth");
+    let out = record(
+        &data,
+        &["--truth", truth_path.to_str().unwrap()],
+        &["sh", "-c", "ls / >/dev/null; exec true"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    let untraced: Vec<&str> = err.lines().filter(|l| l.contains("ran untraced")).collect();
+    assert_eq!(untraced.len(), 2, "{err}");
+    assert!(
+        untraced.iter().any(|l| l.contains("/ls ran untraced")),
+        "{err}"
+    );
+    assert!(
+        untraced.iter().any(|l| l.contains("/true ran untraced")),
+        "{err}"
+    );
+    // Each traced up to its exec, exactly.
+    let truth = read_truth(&truth_path);
+    let want: BTreeMap<u32, u64> = truth.threads.iter().map(|(s, t)| (*s, t.2)).collect();
+    assert_eq!(want.len(), 2, "sh and its child");
+    assert_eq!(perf_instructions(&data), want);
+}
+
+#[test]
 fn a_crashing_program_keeps_its_trace_and_its_status() {
     if !ready() {
         return;

@@ -67,6 +67,10 @@ pub struct ThreadEnd {
     /// Whether it ended by itself (else its trace was salvaged, or its
     /// process was still running when the recording stopped).
     pub ended: bool,
+    /// The program an `execve` of the thread was starting when its trace
+    /// ended: for a thread that did not end, the program that replaced it
+    /// and ran untraced.
+    pub exec: Option<String>,
 }
 
 /// One slot as the drain reads it.
@@ -215,12 +219,23 @@ impl<'s> Drain<'s> {
     fn finish(&mut self, slot: u32, ended: bool) {
         let info = self.session.info(slot);
         let instructions = info.retired.load(Ordering::Relaxed);
+        // Acquire: pairs with the plugin's Release store after the bytes.
+        let exec_len = info.exec_len.load(Ordering::Acquire) as usize;
+        let exec = (!ended && exec_len > 0).then(|| {
+            let n = exec_len.min(perfaux_qemu_session::EXEC_PATH_MAX);
+            // SAFETY: the slot's thread is gone (not ended: its process
+            // was replaced, or the recording stopped): the bytes below the
+            // published length are written and nothing writes them now.
+            let bytes = unsafe { std::slice::from_raw_parts(info.exec_path.get().cast::<u8>(), n) };
+            String::from_utf8_lossy(bytes).into_owned()
+        });
         self.threads.push(ThreadEnd {
             slot,
             pid: info.pid.load(Ordering::Relaxed),
             tid: info.tid.load(Ordering::Relaxed),
             instructions,
             ended,
+            exec,
         });
         self.summary.instructions += instructions;
         self.summary.trace_bytes += info.trace_bytes.load(Ordering::Relaxed);

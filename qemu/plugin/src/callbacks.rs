@@ -311,8 +311,10 @@ unsafe extern "C" fn on_syscall(
         }
         nr::EXECVE | nr::EXECVEAT => {
             // The program may be replaced (not followed): what it traced
-            // so far is published first.
+            // so far is published first, and the slot names the program.
             t.publish();
+            let path = if num == nr::EXECVE { a1 } else { a2 };
+            t.exec(Some(&maps::guest_str(path, 4096).unwrap_or_default()));
         }
         _ => {}
     }
@@ -329,7 +331,14 @@ unsafe extern "C" fn on_syscall_ret(_id: qemu_plugin_id_t, vcpu: c_uint, num: i6
         return;
     };
     let (called, a) = t.syscall;
-    if called != num || (-4095..0).contains(&ret) {
+    if called != num {
+        return;
+    }
+    if matches!(num, nr::EXECVE | nr::EXECVEAT) {
+        // It returned: it failed, the program goes on traced.
+        t.exec(None);
+    }
+    if (-4095..0).contains(&ret) {
         return;
     }
     match num {

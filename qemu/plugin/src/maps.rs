@@ -178,6 +178,31 @@ fn forget(maps: &mut Vec<Mmap>, start: u64, end: u64) {
     *maps = kept;
 }
 
+/// The NUL-terminated string the program passed at `addr` (guest addresses
+/// are the process's own in QEMU user mode), at most `max` bytes; read
+/// with `process_vm_readv`, so a bad address is `None`, not a fault.
+pub fn guest_str(addr: u64, max: usize) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; max];
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: max,
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: max,
+    };
+    // SAFETY: reads at most `max` bytes of this process into `buf`; the
+    // kernel checks the remote range (a partial read stops at a bad page).
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    if n <= 0 {
+        return None;
+    }
+    buf.truncate(n as usize);
+    let end = buf.iter().position(|&b| b == 0)?;
+    buf.truncate(end);
+    Some(buf)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,6 +227,14 @@ mod tests {
             (maps[1].start, maps[1].len, maps[1].pgoff),
             (0x3000, 0x2000, 0x12000)
         );
+    }
+
+    #[test]
+    fn guest_strings_are_read_safely() {
+        let s = b"/usr/bin/env\0";
+        assert_eq!(guest_str(s.as_ptr() as u64, 64).unwrap(), b"/usr/bin/env");
+        assert_eq!(guest_str(0, 64), None);
+        assert_eq!(guest_str(8, 64), None);
     }
 
     #[test]

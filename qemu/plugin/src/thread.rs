@@ -13,7 +13,7 @@ use perfaux::abi::misc;
 use perfaux::pt::blocks::{Block, BlockFlow, FlowSink, MAX_EVENTS_PER_CALL};
 use perfaux::pt::stream::TraceEvent;
 use perfaux::sample::SampleData;
-use perfaux_qemu_session::{Mode, SLOT_DONE, truth};
+use perfaux_qemu_session::{EXEC_PATH_MAX, Mode, SLOT_DONE, truth};
 
 use crate::engine::{Engine, now, trailer};
 use crate::records::{self, Mmap};
@@ -228,6 +228,31 @@ impl Thread {
     pub fn system_call(&mut self) {
         self.flow.system_call(sink!(self));
         self.flush();
+    }
+
+    /// The thread's `execve` starts the program at `path` (`Some`), or
+    /// failed (`None`): the slot says so, for the recorder to name the
+    /// program if it replaced this one (QEMU user mode runs it natively,
+    /// untraced).
+    pub fn exec(&mut self, path: Option<&[u8]>) {
+        let info = self.session.info(self.engine.slot);
+        match path {
+            Some(p) => {
+                let n = p.len().min(EXEC_PATH_MAX);
+                // SAFETY: the slot's path buffer is written only by this
+                // thread, and read by the recorder only up to the length
+                // published below (Release), which is 0 while writing.
+                unsafe {
+                    info.exec_len.store(0, Ordering::Relaxed);
+                    let dst = info.exec_path.get().cast::<u8>();
+                    std::ptr::copy_nonoverlapping(p.as_ptr(), dst, n);
+                }
+                // Release: pairs with the recorder's Acquire load before it
+                // reads the bytes.
+                info.exec_len.store(n as u32, Ordering::Release);
+            }
+            None => info.exec_len.store(0, Ordering::Relaxed),
+        }
     }
 
     /// The process mapped `map` executable: `PERF_RECORD_MMAP2`.

@@ -135,9 +135,14 @@ pub struct SlotInfo {
     pub pid: AtomicU32,
     /// The thread id.
     pub tid: AtomicU32,
-    /// Non-zero once the AUX area stopped taking trace (a full area the
-    /// recorder did not drain in time): set by the plugin, Relaxed.
-    pub truncated: AtomicU32,
+    /// Bytes of `exec_path` that hold the program the thread's `execve`
+    /// is starting; 0 when none is pending. The plugin writes the path,
+    /// then stores the length with Release at the system call's entry,
+    /// and stores 0 (Relaxed) when the call fails; a thread whose process
+    /// the call replaced never ends, and its slot keeps the path: the
+    /// recorder (Acquire, then the bytes) names the program that ran
+    /// untraced.
+    pub exec_len: AtomicU32,
     /// Instructions the thread retired into its trace (what a decoder
     /// counts): final when published by [`SLOT_DONE`], else as of the
     /// last batch the plugin traced (Relaxed).
@@ -153,13 +158,19 @@ pub struct SlotInfo {
     pub lost_samples: AtomicU64,
     /// Reserved.
     pub _reserved: [u64; 2],
+    /// The path of a pending `execve` (see `exec_len`).
+    pub exec_path: core::cell::UnsafeCell<[u8; EXEC_PATH_MAX]>,
 }
 
-const_assert_eq!(core::mem::size_of::<SlotInfo>(), 64);
+/// The most bytes of an `execve` path a slot keeps.
+pub const EXEC_PATH_MAX: usize = 256;
+
+const_assert_eq!(core::mem::size_of::<SlotInfo>(), 64 + EXEC_PATH_MAX);
+const_assert_eq!(core::mem::offset_of!(SlotInfo, exec_path), 64);
 const_assert_eq!(core::mem::offset_of!(SlotInfo, state), 0);
 const_assert_eq!(core::mem::offset_of!(SlotInfo, pid), 4);
 const_assert_eq!(core::mem::offset_of!(SlotInfo, tid), 8);
-const_assert_eq!(core::mem::offset_of!(SlotInfo, truncated), 12);
+const_assert_eq!(core::mem::offset_of!(SlotInfo, exec_len), 12);
 const_assert_eq!(core::mem::offset_of!(SlotInfo, retired), 16);
 const_assert_eq!(core::mem::offset_of!(SlotInfo, trace_bytes), 24);
 const_assert_eq!(core::mem::offset_of!(SlotInfo, lost_events), 32);
