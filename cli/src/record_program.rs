@@ -136,7 +136,12 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             "  lost      {} records, {} samples, {} trace events",
             s.lost_records, s.lost_samples, s.lost_trace_events
         );
-        let _ = writeln!(w, "  took      {took:.2} s");
+        let _ = writeln!(
+            w,
+            "  took      {took:.2} s; peak memory: recorder {:.1} MiB, emulator {:.1} MiB",
+            outcome.recorder_rss_kib as f64 / 1024.0,
+            outcome.emulator_rss_kib as f64 / 1024.0
+        );
         if let Some(old) = backup {
             let _ = writeln!(
                 w,

@@ -250,6 +250,55 @@ pub struct Outcome {
     pub threads: Vec<drain::ThreadEnd>,
     /// The ground truth ([`truth::render`]), if asked for.
     pub truth: Option<String>,
+    /// The emulator's peak resident memory (KiB; the largest of its
+    /// processes that it waited for).
+    pub emulator_rss_kib: u64,
+    /// The recorder's own peak resident memory (KiB), the session's pages
+    /// it read included.
+    pub recorder_rss_kib: u64,
+}
+
+/// The emulator's end, if it has ended: how, and its resource usage.
+fn reap(child: &std::process::Child) -> Result<Option<(Ended, libc::rusage)>, String> {
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to fill.
+    let mut rusage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child without blocking; the pointers are
+    // to locals.
+    let pid = unsafe {
+        libc::wait4(
+            child.id() as libc::pid_t,
+            &mut status,
+            libc::WNOHANG,
+            &mut rusage,
+        )
+    };
+    if pid < 0 {
+        return Err(format!(
+            "waiting for the emulator: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    if pid == 0 {
+        return Ok(None);
+    }
+    let ended = if libc::WIFEXITED(status) {
+        Ended::Exited(libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        Ended::Killed(libc::WTERMSIG(status))
+    } else {
+        Ended::Exited(1)
+    };
+    Ok(Some((ended, rusage)))
+}
+
+/// This process's peak resident memory (KiB).
+fn own_rss_kib() -> u64 {
+    // SAFETY: an all-zero rusage is valid; getrusage fills it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a plain query into a local.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    usage.ru_maxrss as u64
 }
 
 /// Records `options.program` into `out`; `stop` (Ctrl-C) ends the
@@ -293,7 +342,7 @@ pub fn record<W: Write + Seek>(
     } else {
         None
     };
-    let mut child = launch::spawn(
+    let child = launch::spawn(
         &qemu,
         &plugin,
         session.fd(),
@@ -302,19 +351,10 @@ pub fn record<W: Write + Seek>(
     )?;
     let mut interrupted = false;
     let mut terminated_at = None;
-    let ended = loop {
+    let (ended, emulator_rss_kib) = loop {
         let moved = drain.round(&mut writer)?;
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                use std::os::unix::process::ExitStatusExt as _;
-                break match (status.code(), status.signal()) {
-                    (Some(c), _) => Ended::Exited(c),
-                    (None, Some(s)) => Ended::Killed(s),
-                    (None, None) => Ended::Exited(1),
-                };
-            }
-            Ok(None) => {}
-            Err(e) => return Err(format!("waiting for the emulator: {e}")),
+        if let Some((ended, rusage)) = reap(&child)? {
+            break (ended, rusage.ru_maxrss as u64);
         }
         if stop.load(Ordering::Relaxed) && !interrupted {
             // Ctrl-C reached the program too (one process group); if it
@@ -368,6 +408,8 @@ pub fn record<W: Write + Seek>(
             interrupted,
             threads,
             truth,
+            emulator_rss_kib,
+            recorder_rss_kib: own_rss_kib(),
         },
         out,
     ))

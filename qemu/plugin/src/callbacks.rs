@@ -77,11 +77,13 @@ pub unsafe extern "C" fn qemu_plugin_install(
     argv: *mut *mut c_char,
 ) -> c_int {
     let mut fd = None;
+    let mut idle = false;
     for i in 0..argc.max(0) as usize {
         // SAFETY: QEMU passes `argc` valid C strings.
         let arg = unsafe { CStr::from_ptr(*argv.add(i)) }.to_string_lossy();
         match arg.split_once('=') {
             Some(("session", v)) => fd = v.parse::<i32>().ok(),
+            Some(("idle", v)) => idle = v == "on",
             Some(("truth", dir)) => {
                 let _ = crate::truth::DIR.set(dir.into());
             }
@@ -90,6 +92,13 @@ pub unsafe extern "C" fn qemu_plugin_install(
                 return -1;
             }
         }
+    }
+    if idle {
+        // `idle=on`: a callback on every block that does nothing, for the
+        // benchmark's "QEMU with the plugin, not tracing".
+        // SAFETY: registering a callback with the id QEMU gave.
+        unsafe { qemu_plugin_register_vcpu_tb_trans_cb(id, Some(on_translate_idle)) };
+        return 0;
     }
     let Some(fd) = fd else {
         eprintln!(
@@ -115,6 +124,23 @@ pub unsafe extern "C" fn qemu_plugin_install(
     }
     0
 }
+
+/// `idle=on`: every block gets a callback that does nothing (the cost of
+/// the callback alone).
+unsafe extern "C" fn on_translate_idle(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
+    // SAFETY: `tb` is being translated.
+    unsafe {
+        qemu_plugin_register_vcpu_tb_exec_cb(
+            tb,
+            Some(on_block_idle),
+            qemu_plugin_cb_flags::QEMU_PLUGIN_CB_NO_REGS,
+            null_mut(),
+        );
+    }
+}
+
+/// A block starts running, and nothing happens.
+unsafe extern "C" fn on_block_idle(_vcpu: c_uint, _userdata: *mut c_void) {}
 
 /// A block was translated: its [`Block`], and a callback each time it runs.
 unsafe extern "C" fn on_translate(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
