@@ -85,17 +85,50 @@ pub enum Exit {
     },
 }
 
+/// How a block's exit is resolved: one flat kind, so that the flow makes
+/// one dispatch per block (the exit's and the branch's kinds folded).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+enum Kind {
+    /// Ends before `after` without a control transfer.
+    FallThrough,
+    /// The last instruction is not a branch: on to `after`.
+    Plain,
+    /// A REP string instruction: again at `at` until its last iteration.
+    Repeated,
+    /// Jcc: a TNT bit; `target` if taken, else `after`.
+    Conditional,
+    /// Direct JMP to `target`.
+    Jump,
+    /// Direct CALL of `target`, returning to `after`.
+    Call,
+    /// Indirect CALL, returning to `after`.
+    IndirectCall,
+    /// RET.
+    Return,
+    /// Indirect JMP or a far transfer.
+    Indirect,
+    /// A transfer into the kernel (SYSCALL, INT n, INT3).
+    Trap,
+}
+
 /// One translated block: where it starts, how many instructions it runs,
 /// and how it ends.
 ///
 /// # Invariants
-/// Every instruction of the block but the last of [`Exit::Insn`] falls
-/// through to the next (the emulator ends blocks at control transfers).
+/// Every instruction of the block but its last falls through to the next
+/// (the emulator ends blocks at control transfers); `after` is where the
+/// last one falls through to (`at` + its length, or for a
+/// [`Kind::FallThrough`] block the instruction it ends before, `at`
+/// itself), `target` the direct target of a direct branch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Block {
     start: u64,
+    at: u64,
+    after: u64,
+    target: u64,
     insns: u32,
-    exit: Exit,
+    kind: Kind,
 }
 
 impl Block {
@@ -112,25 +145,43 @@ impl Block {
     /// decodes to fewer bytes than reported; [`InsnError::Truncated`] if a
     /// block's only instruction is cut.
     pub fn new(start: u64, count: u32, last_at: u64, last: &[u8]) -> Result<Block, InsnError> {
-        match decode(last, last_at) {
-            Ok(insn) if usize::from(insn.len) == last.len() => Ok(Block {
-                start,
-                insns: count,
-                exit: Exit::Insn {
+        let insn = match decode(last, last_at) {
+            Ok(insn) if usize::from(insn.len) == last.len() => insn,
+            Ok(_) => return Err(InsnError::Invalid),
+            Err(InsnError::Truncated { .. }) if count > 1 => {
+                // INVARIANT: the block falls through to the cut instruction.
+                return Ok(Block {
+                    start,
                     at: last_at,
-                    len: insn.len,
-                    branch: insn.branch,
-                    repeated: insn.repeated,
-                },
-            }),
-            Ok(_) => Err(InsnError::Invalid),
-            Err(InsnError::Truncated { .. }) if count > 1 => Ok(Block {
-                start,
-                insns: count - 1,
-                exit: Exit::FallThrough(last_at),
-            }),
-            Err(e) => Err(e),
-        }
+                    after: last_at,
+                    target: 0,
+                    insns: count - 1,
+                    kind: Kind::FallThrough,
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        let (kind, target) = match insn.branch {
+            Branch::None if insn.repeated => (Kind::Repeated, 0),
+            Branch::None => (Kind::Plain, 0),
+            Branch::Conditional { target } => (Kind::Conditional, target),
+            Branch::Jump { target } => (Kind::Jump, target),
+            Branch::Call { target } => (Kind::Call, target),
+            Branch::IndirectCall => (Kind::IndirectCall, 0),
+            Branch::Return => (Kind::Return, 0),
+            Branch::IndirectJump | Branch::Far | Branch::SystemReturn => (Kind::Indirect, 0),
+            Branch::SystemCall => (Kind::Trap, 0),
+        };
+        // INVARIANT: `after` is past the last instruction, `target` the
+        // direct branch's.
+        Ok(Block {
+            start,
+            at: last_at,
+            after: last_at.wrapping_add(u64::from(insn.len)),
+            target,
+            insns: count,
+            kind,
+        })
     }
 
     /// Where the block starts.
@@ -144,8 +195,30 @@ impl Block {
     }
 
     /// How the block ends.
-    pub const fn exit(&self) -> Exit {
-        self.exit
+    pub fn exit(&self) -> Exit {
+        let branch = match self.kind {
+            Kind::FallThrough => return Exit::FallThrough(self.after),
+            Kind::Plain | Kind::Repeated => Branch::None,
+            Kind::Conditional => Branch::Conditional {
+                target: self.target,
+            },
+            Kind::Jump => Branch::Jump {
+                target: self.target,
+            },
+            Kind::Call => Branch::Call {
+                target: self.target,
+            },
+            Kind::IndirectCall => Branch::IndirectCall,
+            Kind::Return => Branch::Return,
+            Kind::Indirect => Branch::IndirectJump,
+            Kind::Trap => Branch::SystemCall,
+        };
+        Exit::Insn {
+            at: self.at,
+            len: self.after.wrapping_sub(self.at) as u8,
+            branch,
+            repeated: self.kind == Kind::Repeated,
+        }
     }
 }
 
@@ -240,10 +313,7 @@ impl<'b> BlockFlow<'b> {
     pub fn system_call(&mut self, out: &mut impl FlowSink) {
         if let State::In(prev) = self.state {
             self.retired += u64::from(prev.insns);
-            let from = match prev.exit {
-                Exit::Insn { at, .. } => at,
-                Exit::FallThrough(next) => next,
-            };
+            let from = prev.at;
             out.event(TraceEvent::Disable(None));
             out.branch(from, 0);
             self.state = State::Out(None);
@@ -300,72 +370,62 @@ impl<'b> BlockFlow<'b> {
     /// instructions retire, its last one's event.
     #[inline]
     fn leave_block(&mut self, prev: &Block, next: u64, tsc: u64, out: &mut impl FlowSink) {
-        let (at, len, branch, repeated) = match prev.exit {
-            Exit::FallThrough(after) => {
-                self.retired += u64::from(prev.insns);
-                if next != after {
-                    Self::redirected(after, next, tsc, out);
-                }
-                return;
-            }
-            Exit::Insn {
-                at,
-                len,
-                branch,
-                repeated,
-            } => (at, len, branch, repeated),
-        };
-        if repeated && next == at {
-            // One iteration of a REP string instruction: it retires with
-            // its last iteration, in a later block.
-            self.retired += u64::from(prev.insns.saturating_sub(1));
-            return;
-        }
+        let (at, after, target) = (prev.at, prev.after, prev.target);
         self.retired += u64::from(prev.insns);
-        let after = at.wrapping_add(u64::from(len));
-        // Where the instruction can go, and the event that says it went
-        // there; `next` elsewhere is a redirection by the kernel.
-        let (went, event) = match branch {
-            Branch::None => (after, None),
-            Branch::Conditional { target } => {
+        // Where the block can go, and the event that says it went there;
+        // `next` elsewhere is a redirection by the kernel.
+        let went = match prev.kind {
+            Kind::Conditional => {
                 let taken = next != after && next == target;
                 let to = if taken { target } else { after };
                 if taken {
                     out.branch(at, to);
                 }
-                (to, Some(TraceEvent::Conditional { taken, next: to }))
+                out.event(TraceEvent::Conditional { taken, next: to });
+                to
             }
-            Branch::Jump { target } => {
-                out.branch(at, target);
-                (target, Some(TraceEvent::Jump { target }))
+            Kind::Return => {
+                out.branch(at, next);
+                out.event(TraceEvent::Return { target: next });
+                next
             }
-            Branch::Call { target } => {
+            Kind::Call => {
                 out.branch(at, target);
-                let call = TraceEvent::Call {
+                out.event(TraceEvent::Call {
                     target,
                     ret: after,
                     indirect: false,
-                };
-                (target, Some(call))
+                });
+                target
             }
-            Branch::IndirectCall => {
+            Kind::Jump => {
+                out.branch(at, target);
+                out.event(TraceEvent::Jump { target });
+                target
+            }
+            Kind::Plain | Kind::FallThrough => after,
+            Kind::IndirectCall => {
                 out.branch(at, next);
-                let call = TraceEvent::Call {
+                out.event(TraceEvent::Call {
                     target: next,
                     ret: after,
                     indirect: true,
-                };
-                (next, Some(call))
+                });
+                next
             }
-            Branch::Return => {
+            Kind::Indirect => {
                 out.branch(at, next);
-                (next, Some(TraceEvent::Return { target: next }))
+                out.event(TraceEvent::Indirect { target: next });
+                next
             }
-            Branch::IndirectJump | Branch::Far | Branch::SystemReturn => {
-                out.branch(at, next);
-                (next, Some(TraceEvent::Indirect { target: next }))
+            Kind::Repeated if next == at => {
+                // One iteration of a REP string instruction: it retires
+                // with its last iteration, in a later block.
+                self.retired -= 1;
+                return;
             }
-            Branch::SystemCall => {
+            Kind::Repeated => after,
+            Kind::Trap => {
                 // A trap (INT3, INT n) or a system call the platform did
                 // not report: the kernel ran and sent the thread to `next`.
                 out.event(TraceEvent::Disable(None));
@@ -374,9 +434,6 @@ impl<'b> BlockFlow<'b> {
                 return;
             }
         };
-        if let Some(event) = event {
-            out.event(event);
-        }
         if went != next {
             Self::redirected(went, next, tsc, out);
         }
