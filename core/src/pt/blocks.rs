@@ -237,6 +237,10 @@ enum State<'b> {
 
 /// Receives what a [`BlockFlow`] makes of a thread's blocks.
 pub trait FlowSink {
+    /// Whether [`branch`](Self::branch) wants to hear of branches: a sink
+    /// that does not spares the flow the test of each Jcc's outcome, a
+    /// branch as unpredictable as the program's.
+    const BRANCHES: bool = true;
     /// The next event for the tracer.
     fn event(&mut self, event: TraceEvent);
     /// Control went from `from` to `to` in a way a decoder reports as a
@@ -249,6 +253,7 @@ pub trait FlowSink {
 }
 
 impl<F: FnMut(TraceEvent)> FlowSink for F {
+    const BRANCHES: bool = false;
     fn event(&mut self, event: TraceEvent) {
         self(event);
     }
@@ -369,7 +374,7 @@ impl<'b> BlockFlow<'b> {
     /// `prev` ran to its end and the thread went to `next`: its
     /// instructions retire, its last one's event.
     #[inline]
-    fn leave_block(&mut self, prev: &Block, next: u64, tsc: u64, out: &mut impl FlowSink) {
+    fn leave_block<O: FlowSink>(&mut self, prev: &Block, next: u64, tsc: u64, out: &mut O) {
         let (at, after, target) = (prev.at, prev.after, prev.target);
         self.retired += u64::from(prev.insns);
         // Where the block can go, and the event that says it went there;
@@ -378,7 +383,7 @@ impl<'b> BlockFlow<'b> {
             Kind::Conditional => {
                 let taken = next != after && next == target;
                 let to = if taken { target } else { after };
-                if taken {
+                if O::BRANCHES && taken {
                     out.branch(at, to);
                 }
                 out.event(TraceEvent::Conditional { taken, next: to });

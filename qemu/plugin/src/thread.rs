@@ -25,32 +25,46 @@ use crate::truth::Truth;
 /// runs, and the clock is read once a run.
 pub const RUN: usize = 4096;
 
-/// The events of a batch, for one `trace_all`, and the truth's branches.
-struct Events<'a> {
-    events: &'a mut Vec<TraceEvent>,
-    truth: Option<&'a mut Truth>,
-}
+/// The events of a run, for one `trace_all`.
+struct Events<'a>(&'a mut Vec<TraceEvent>);
 
 impl FlowSink for Events<'_> {
+    // No truth kept: the flow skips the branches.
+    const BRANCHES: bool = false;
+    #[inline]
+    fn event(&mut self, event: TraceEvent) {
+        self.0.push(event);
+    }
+}
+
+/// The events of a run and the truth's branches.
+struct WithTruth<'a> {
+    events: &'a mut Vec<TraceEvent>,
+    truth: &'a mut Truth,
+}
+
+impl FlowSink for WithTruth<'_> {
     #[inline]
     fn event(&mut self, event: TraceEvent) {
         self.events.push(event);
     }
     #[inline]
     fn branch(&mut self, from: u64, to: u64) {
-        if let Some(t) = self.truth.as_deref_mut() {
-            t.push([truth::BRANCH, from, to]);
-        }
+        self.truth.push([truth::BRANCH, from, to]);
     }
 }
 
-/// The flow's sink over a thread's fields (a macro: the flow is borrowed
-/// beside it).
-macro_rules! sink {
-    ($t:expr) => {
-        &mut Events {
-            events: &mut $t.events,
-            truth: $t.truth.as_mut(),
+/// Runs `$call` (a flow method taking the sink last) with the thread's
+/// sink: the truth's when it keeps one (a macro: the flow is borrowed
+/// beside the thread's other fields).
+macro_rules! flow {
+    ($t:expr, $method:ident($($arg:expr),*)) => {
+        match $t.truth.as_mut() {
+            None => $t.flow.$method($($arg,)* &mut Events(&mut $t.events)),
+            Some(truth) => $t.flow.$method($($arg,)* &mut WithTruth {
+                events: &mut $t.events,
+                truth,
+            }),
         }
     };
 }
@@ -144,7 +158,7 @@ impl Thread {
     /// sampler's overflow in it taken as a PMI before this one runs.
     #[inline]
     pub fn block(&mut self, block: &'static Block) {
-        let retired = self.flow.enter(block, self.tsc, sink!(self));
+        let retired = flow!(self, enter(block, self.tsc));
         if self.period != 0 {
             self.count += retired;
             if self.count >= self.period {
@@ -201,7 +215,7 @@ impl Thread {
     #[cold]
     fn pmi(&mut self, next: &Block) {
         let mark = self.truth.as_ref().map_or(0, Truth::pending);
-        self.flow.interrupt(sink!(self));
+        flow!(self, interrupt());
         self.trace();
         if let Some(t) = self.truth.as_mut() {
             // Before the PMI's own exit (FUP + TIP.PGD), which the
@@ -220,13 +234,13 @@ impl Thread {
         }
         let tsc = now();
         self.engine.tracer.set_clock(tsc);
-        self.flow.resume(tsc, sink!(self));
+        flow!(self, resume(tsc));
     }
 
     /// The running block's last instruction, a system call, enters the
     /// kernel.
     pub fn system_call(&mut self) {
-        self.flow.system_call(sink!(self));
+        flow!(self, system_call());
         self.flush();
     }
 
@@ -275,7 +289,7 @@ impl Thread {
     /// its slot handed to the recorder to drain.
     pub fn end(mut self) {
         self.flush();
-        self.flow.stop(sink!(self));
+        flow!(self, stop());
         self.trace();
         self.engine.leader.sched_out();
         if let Some(t) = self.truth.as_mut() {
@@ -322,7 +336,7 @@ impl Thread {
         if !self.behind() {
             return;
         }
-        self.flow.interrupt(sink!(self));
+        flow!(self, interrupt());
         self.trace();
         self.engine.leader.sched_out();
         let mut waits = 0u32;
@@ -336,7 +350,7 @@ impl Thread {
         let _ = self.engine.leader.sched_in(self.engine.platform);
         let tsc = now();
         self.engine.tracer.set_clock(tsc);
-        self.flow.resume(tsc, sink!(self));
+        flow!(self, resume(tsc));
     }
 
     /// Whether the recorder is behind: half the data ring or (full trace)
