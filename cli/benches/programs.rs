@@ -168,7 +168,13 @@ fn main() {
         ("compute", vec![compute.clone().into(), "3".into()]),
         ("ls /usr/bin", vec![ls.into(), "/usr/bin".into()]),
     ];
-    let configs = ["native", "qemu", "qemu + callback", "full trace", "AUX samples"];
+    let configs = [
+        "native",
+        "qemu",
+        "qemu + callback",
+        "full trace",
+        "AUX samples",
+    ];
     // [program][config] -> min CPU time; the recordings' instructions and memory.
     let mut best = vec![vec![Duration::MAX; configs.len()]; programs.len()];
     let mut insns = vec![0u64; programs.len()];

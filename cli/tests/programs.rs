@@ -487,6 +487,98 @@ fn programs_started_by_execve_are_named_and_the_rest_decodes() {
     assert_eq!(perf_instructions(&data), want);
 }
 
+/// The freestanding test program of the kernel module's perf phase
+/// (`kmod/guest/step_prog.c`: no libc, so no code path depends on the
+/// CPU model), built static.
+fn step_prog() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kmod/guest/step_prog.c");
+        let bin = scratch().join("step_prog");
+        let out = std::process::Command::new("cc")
+            .args([
+                "-O1",
+                "-static",
+                "-nostdlib",
+                "-fno-pie",
+                "-no-pie",
+                "-fno-stack-protector",
+                "-o",
+            ])
+            .arg(&bin)
+            .arg(&src)
+            .output()
+            .expect("a C compiler (cc) runs");
+        assert!(out.status.success(), "cc: {}", text(&out.stderr));
+        bin
+    })
+    .clone()
+}
+
+/// The instructions `program` runs natively, counted by ptrace
+/// single-stepping it: one trap after each instruction, a REP string
+/// instruction trapping after each iteration with the IP still on it (one
+/// instruction, as a decoder counts it), and the last instruction (the
+/// exit system call) trapping no more.
+fn single_step_count(program: &Path, arg: &str) -> u64 {
+    use std::ffi::CString;
+    let path = CString::new(program.to_str().unwrap()).unwrap();
+    let arg = CString::new(arg).unwrap();
+    // SAFETY: the child calls only async-signal-safe functions before exec.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: the child asks to be traced, stops, and runs the program.
+        unsafe {
+            libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0);
+            let argv = [path.as_ptr(), arg.as_ptr(), std::ptr::null()];
+            libc::execv(path.as_ptr(), argv.as_ptr());
+            libc::_exit(127);
+        }
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child's stop at its exec.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    let rip = || {
+        // SAFETY: zeroed registers are valid; GETREGS fills them for the
+        // stopped tracee.
+        let mut regs: libc::user_regs_struct = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        unsafe { libc::ptrace(libc::PTRACE_GETREGS, pid, 0, &mut regs) };
+        regs.rip
+    };
+    let mut last = rip();
+    let mut count = 0u64;
+    loop {
+        // SAFETY: steps the stopped tracee, delivering no signal.
+        unsafe { libc::ptrace(libc::PTRACE_SINGLESTEP, pid, 0, 0) };
+        // SAFETY: waits for the tracee's next stop or end.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
+            // The exit system call ran.
+            return count + 1;
+        }
+        let now = rip();
+        if now != last {
+            count += 1;
+        }
+        last = now;
+    }
+}
+
+#[test]
+fn a_static_program_runs_what_ptrace_counts_natively() {
+    if !ready() {
+        return;
+    }
+    // No libc: the same instructions run under the emulator's CPU model
+    // and the host's, so a ptrace single-step of it natively counts what
+    // the trace must hold.
+    let bin = step_prog();
+    let truth = full_trace_matches_truth("step_prog", &[bin.to_str().unwrap(), "loop"]);
+    let traced: u64 = truth.threads.values().map(|t| t.2).sum();
+    assert_eq!(traced, single_step_count(&bin, "loop"));
+}
+
 #[test]
 fn a_crashing_program_keeps_its_trace_and_its_status() {
     if !ready() {
