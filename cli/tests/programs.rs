@@ -354,6 +354,15 @@ fn threads_fork_signals_and_tables_decode_exactly() {
     let pids: std::collections::BTreeSet<u32> = t.threads.values().map(|t| t.0).collect();
     assert_eq!(pids.len(), 2, "the child is a process of its own");
     assert!(t.threads.values().all(|t| t.3), "every thread ended");
+    // The threads named themselves (prctl(PR_SET_NAME)): perf shows it.
+    let data = scratch().join("workload.data");
+    let comms = perf_script(&data, &["--itrace=i100000i", "-F", "comm,tid"]);
+    let named: std::collections::BTreeSet<&str> = comms
+        .lines()
+        .filter(|l| l.trim_start().starts_with("worker"))
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    assert_eq!(named.len(), 2, "{comms}");
 }
 
 #[test]

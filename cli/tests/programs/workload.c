@@ -7,6 +7,7 @@
 //
 //   workload [ITERATIONS]   run everything; exit 0
 //   workload crash          run a little, then dereference a null pointer
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -68,6 +69,7 @@ static uint64_t work(unsigned iterations, unsigned seed) {
 }
 
 static void *thread_main(void *arg) {
+    pthread_setname_np(pthread_self(), "worker");
     sink += work(3000, (unsigned)(uintptr_t)arg);
     return NULL;
 }

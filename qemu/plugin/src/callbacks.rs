@@ -301,6 +301,7 @@ mod nr {
     pub const VFORK: i64 = 58;
     pub const EXECVE: i64 = 59;
     pub const EXIT: i64 = 60;
+    pub const PRCTL: i64 = 157;
     pub const EXECVEAT: i64 = 322;
     pub const CLONE3: i64 = 435;
 }
@@ -380,6 +381,14 @@ unsafe extern "C" fn on_syscall_ret(_id: qemu_plugin_id_t, vcpu: c_uint, num: i6
             }
         }
         nr::MUNMAP => maps::unmapped(a[0], a[1]),
+        nr::PRCTL if a[0] == libc::PR_SET_NAME as u64 => {
+            // The thread's new name, cut at 15 bytes as the kernel's
+            // strncpy_from_user cuts it: a COMM.
+            if let Some(mut name) = maps::guest_str(a[1], 4096) {
+                name.truncate(15);
+                t.rename(&String::from_utf8_lossy(&name));
+            }
+        }
         nr::FORK | nr::VFORK if ret == 0 => forked(vcpu),
         nr::CLONE if ret == 0 && forks(a[0]) => forked(vcpu),
         nr::CLONE3 if ret == 0 => {

@@ -269,6 +269,13 @@ impl Thread {
         }
     }
 
+    /// The thread took a new name (`prctl(PR_SET_NAME)`):
+    /// `PERF_RECORD_COMM`, as `perf_event_comm` writes it.
+    pub fn rename(&mut self, name: &str) {
+        let tr = self.trailer();
+        records::comm(self.engine.ring, self.pid, self.tid, name, false, tr);
+    }
+
     /// The process mapped `map` executable: `PERF_RECORD_MMAP2`.
     pub fn mmap(&mut self, map: &Mmap) {
         let tr = self.trailer();
