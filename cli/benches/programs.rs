@@ -18,6 +18,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// The CPU time of `cmd` and all it waited for, and its standard error.
+// The child is reaped by `wait4` (for its rusage), not `Child::wait`.
+#[allow(clippy::zombie_processes)]
 fn cpu_time(cmd: &mut Command) -> (Duration, String) {
     let child = cmd
         .stdout(Stdio::null())
