@@ -119,7 +119,7 @@ enum Kind {
 /// Every instruction of the block but its last falls through to the next
 /// (the emulator ends blocks at control transfers); `after` is where the
 /// last one falls through to (`at` + its length, or for a
-/// [`Kind::FallThrough`] block the instruction it ends before, `at`
+/// `Kind::FallThrough` block the instruction it ends before, `at`
 /// itself), `target` the direct target of a direct branch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Block {
