@@ -589,6 +589,57 @@ fn a_static_program_runs_what_ptrace_counts_natively() {
 }
 
 #[test]
+fn ctrl_c_leaves_a_complete_shorter_file() {
+    if !ready() {
+        return;
+    }
+    let bin = workload();
+    let data = scratch().join("ctrlc.data");
+    // In a process group of its own, as a shell runs a job: Ctrl-C
+    // reaches perfaux and the program alike.
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("perfaux"));
+    cmd.current_dir(scratch())
+        .env("PERF_BUILDID_DIR", cache())
+        // A small AUX area: its trace reaches the file soon.
+        .args(["record", "-q", "--aux-pages", "16", "-o"])
+        .arg(&data)
+        .arg("--")
+        .arg(&bin)
+        .arg("100000000")
+        .stderr(std::process::Stdio::piped());
+    use std::os::unix::process::CommandExt as _;
+    cmd.process_group(0);
+    let child = cmd.spawn().unwrap();
+    // Wait until records reach the file being written (its temporary name
+    // beside it): the program runs under the emulator then.
+    let staged = || {
+        std::fs::read_dir(scratch())
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with(".ctrlc.data."))
+            .map(|e| e.metadata().map_or(0, |m| m.len()))
+            .max()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while staged().unwrap_or(0) < 64 << 10 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no records within 120 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SAFETY: signals the process group of our own child.
+    unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "the program's SIGINT: {err}");
+    assert!(err.contains("interrupted"), "{err}");
+    assert_eq!(staged(), None, "no temporary file left");
+    let counted = perf_instructions(&data);
+    assert!(counted[&0] > 100_000, "{counted:?}");
+}
+
+#[test]
 fn a_crashing_program_keeps_its_trace_and_its_status() {
     if !ready() {
         return;
