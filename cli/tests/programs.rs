@@ -92,7 +92,7 @@ fn workload() -> PathBuf {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/workload.c");
         let bin = scratch().join("workload");
         let out = std::process::Command::new("cc")
-            .args(["-O1", "-g", "-pthread", "-o"])
+            .args(["-O1", "-g", "-pthread", "-no-pie", "-o"])
             .arg(&bin)
             .arg(&src)
             .output()
@@ -494,6 +494,57 @@ fn programs_started_by_execve_are_named_and_the_rest_decodes() {
     let want: BTreeMap<u32, u64> = truth.threads.iter().map(|(s, t)| (*s, t.2)).collect();
     assert_eq!(want.len(), 2, "sh and its child");
     assert_eq!(perf_instructions(&data), want);
+}
+
+/// The address and size of each function symbol of `bin` (`nm -S`).
+fn symbols(bin: &Path) -> BTreeMap<String, (u64, u64)> {
+    let out = std::process::Command::new("nm")
+        .args(["-S", "--defined-only"])
+        .arg(bin)
+        .output()
+        .expect("nm runs");
+    text(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 4).then(|| (f[3].to_owned(), (hex(f[0]), hex(f[1]))))
+        })
+        .collect()
+}
+
+#[test]
+fn asynchronous_signals_exit_where_their_handler_returns() {
+    if !ready() {
+        return;
+    }
+    // A timer's signal arrives between any two blocks of a loop of
+    // conditional branches; where it interrupted the thread is known when
+    // the handler returns (rt_sigreturn), and the trace must say that
+    // place, not a guess at the Jcc's outcome.
+    let bin = workload();
+    let truth = full_trace_matches_truth("timer", &[bin.to_str().unwrap(), "timer"]);
+    let syms = symbols(&bin);
+    let handler = syms["on_alarm"].0;
+    let (spin, len) = syms["spin"];
+    let e = &truth.branches[&0];
+    let mut checked = 0;
+    for i in 1..e.len() {
+        let (exit, to) = e[i - 1];
+        if e[i] != (0, handler) || to != 0 || !(spin..spin + len).contains(&exit) {
+            continue;
+        }
+        let resume = e[i + 1..]
+            .iter()
+            .find(|b| b.0 == 0 && b.1 != handler)
+            .expect("the handler returns")
+            .1;
+        assert_eq!(
+            resume, exit,
+            "signal {checked}: exit at {exit:#x}, the handler returned to {resume:#x}"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 200, "{checked} signals in the loop");
 }
 
 /// The freestanding test program of the kernel module's perf phase

@@ -7,6 +7,9 @@
 //
 //   workload [ITERATIONS]   run everything; exit 0
 //   workload crash          run a little, then dereference a null pointer
+//   workload timer          spin in a loop of conditional branches while an
+//                           interval timer's signal interrupts it 300 times
+//                           (delivered between any two blocks)
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -14,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -74,7 +78,38 @@ static void *thread_main(void *arg) {
     return NULL;
 }
 
+static volatile int alarms;
+
+static void on_alarm(int sig) {
+    (void)sig;
+    alarms++;
+}
+
+// A loop of unpredictable conditional branches, interrupted by SIGALRM
+// every 200 us until 300 have come.
+__attribute__((noinline)) static uint64_t spin(void) {
+    volatile uint64_t acc = 0, x = 12345;
+    for (uint64_t i = 0; alarms < 300; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        if (x & 1)
+            acc += i;
+        else
+            acc ^= i;
+    }
+    return acc;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "timer") == 0) {
+        signal(SIGALRM, on_alarm);
+        struct itimerval it = {{0, 200}, {0, 200}};
+        setitimer(ITIMER_REAL, &it, NULL);
+        sink = spin();
+        printf("workload: %d alarms\n", (int)alarms);
+        return 0;
+    }
     if (argc > 1 && strcmp(argv[1], "crash") == 0) {
         sink = work(200, 1);
         volatile int *p = NULL;

@@ -31,9 +31,13 @@
 //! A block that starts where the previous one cannot go (the kernel
 //! delivered a signal between two blocks) is traced as an asynchronous exit
 //! where the previous block went and a re-enable at the new block. Where a
-//! RET or an indirect branch went cannot be told from where a signal
-//! handler starts, so such an exit is taken as the branch; a Jcc followed
-//! by neither of its targets is taken as not taken.
+//! Jcc, a RET or an indirect branch went cannot be told from where a signal
+//! handler starts; a platform that knows the program's handlers says the
+//! block is one ([`BlockFlow::deliver`]), and the interrupted place is
+//! resolved when the handler returns there
+//! ([`BlockFlow::resolve_interrupted`]: the exit's events go where the
+//! signal came, before the handler's). Without that, such an exit is taken
+//! as the branch to the handler, a Jcc as not taken.
 //!
 //! ```
 //! use perfaux::pt::blocks::{Block, BlockFlow};
@@ -269,6 +273,9 @@ impl<F: FnMut(TraceEvent)> FlowSink for F {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct BlockFlow<'b> {
     state: State<'b>,
+    /// The block a signal interrupted at its end, while its handler runs
+    /// (see [`BlockFlow::deliver`]).
+    interrupted: Option<&'b Block>,
     retired: u64,
 }
 
@@ -283,6 +290,7 @@ impl<'b> BlockFlow<'b> {
     pub const fn new() -> BlockFlow<'b> {
         BlockFlow {
             state: State::Idle,
+            interrupted: None,
             retired: 0,
         }
     }
@@ -364,6 +372,91 @@ impl<'b> BlockFlow<'b> {
         self.state = State::Idle;
     }
 
+    /// Whether a block that starts at `next` now could be a signal handler
+    /// the kernel entered between two blocks, with the interrupted place
+    /// not known yet: the running block ends in an instruction that may go
+    /// elsewhere than one fixed place (a Jcc, a RET, an indirect branch, a
+    /// REP iteration) and `next` is not a place a Jcc or a REP goes by
+    /// itself; and no signal is pending already.
+    pub fn may_deliver(&self, next: u64) -> bool {
+        let State::In(prev) = self.state else {
+            return false;
+        };
+        self.interrupted.is_none()
+            && match prev.kind {
+                Kind::Conditional => next != prev.target && next != prev.after,
+                Kind::Repeated => next != prev.at && next != prev.after,
+                Kind::Return | Kind::IndirectCall | Kind::Indirect => true,
+                Kind::FallThrough | Kind::Plain | Kind::Jump | Kind::Call | Kind::Trap => false,
+            }
+    }
+
+    /// Whether a signal's interrupted block waits for
+    /// [`resolve_interrupted`](Self::resolve_interrupted).
+    pub const fn interrupted(&self) -> bool {
+        self.interrupted.is_some()
+    }
+
+    /// The kernel delivered a signal between two blocks: `handler` runs
+    /// next (TSC + TIP.PGE there), while where the running block went, the
+    /// place the signal interrupted, is known only when the handler
+    /// returns ([`resolve_interrupted`](Self::resolve_interrupted)). The
+    /// platform writes the resolution's events before this call's, as the
+    /// hardware would have written them. Without
+    /// [`may_deliver`](Self::may_deliver), an [`enter`](Self::enter).
+    pub fn deliver(&mut self, handler: &'b Block, tsc: u64, out: &mut impl FlowSink) -> u64 {
+        if !self.may_deliver(handler.start) {
+            return self.enter(handler, tsc, out);
+        }
+        if let State::In(prev) = self.state {
+            self.interrupted = Some(prev);
+        }
+        Self::restart(handler.start, tsc, out);
+        self.state = State::In(handler);
+        0
+    }
+
+    /// The handler of a [`deliver`](Self::deliver)ed signal returned to
+    /// `resume` (the kernel's `rt_sigreturn`): the interrupted block's
+    /// exit toward it and the asynchronous exit there (FUP + TIP.PGD), to
+    /// be written where the signal was delivered. Returns the instructions
+    /// that retired (the interrupted block's); nothing when no signal
+    /// waits.
+    pub fn resolve_interrupted(&mut self, resume: u64, tsc: u64, out: &mut impl FlowSink) -> u64 {
+        let Some(prev) = self.interrupted.take() else {
+            return 0;
+        };
+        let before = self.retired;
+        // Where the block went (a REP between two iterations: on it),
+        // unless the handler changed where the thread returns (then where
+        // its code sent it is a guess).
+        let went = self.take_exit(prev, resume, tsc, out).unwrap_or(resume);
+        out.event(TraceEvent::Async {
+            from: went,
+            to: None,
+        });
+        out.branch(went, 0);
+        self.retired - before
+    }
+
+    /// A [`deliver`](Self::deliver)ed signal's handler will not return
+    /// (it left by a jump, the thread ends, another signal came): the
+    /// interrupted block is taken as having gone to `handler`, where the
+    /// signal sent the thread, as a flow without the handler known does.
+    pub fn abandon_interrupted(&mut self, handler: u64, tsc: u64, out: &mut impl FlowSink) -> u64 {
+        let Some(prev) = self.interrupted.take() else {
+            return 0;
+        };
+        let before = self.retired;
+        let went = self.take_exit(prev, handler, tsc, out).unwrap_or(handler);
+        out.event(TraceEvent::Async {
+            from: went,
+            to: None,
+        });
+        out.branch(went, 0);
+        self.retired - before
+    }
+
     /// Tracing (re)starts at `next`: TSC + TIP.PGE.
     fn restart(next: u64, tsc: u64, out: &mut impl FlowSink) {
         out.event(TraceEvent::Time(tsc));
@@ -375,6 +468,25 @@ impl<'b> BlockFlow<'b> {
     /// instructions retire, its last one's event.
     #[inline]
     fn leave_block<O: FlowSink>(&mut self, prev: &Block, next: u64, tsc: u64, out: &mut O) {
+        if let Some(went) = self.take_exit(prev, next, tsc, out) {
+            if went != next {
+                Self::redirected(went, next, tsc, out);
+            }
+        }
+    }
+
+    /// `prev` ran to its end and the thread went to `next`: its
+    /// instructions retire and its last one's event is written; returns
+    /// where the block went, or `None` when nothing more is to be said (a
+    /// REP iteration; a trap, after which tracing restarted at `next`).
+    #[inline]
+    fn take_exit<O: FlowSink>(
+        &mut self,
+        prev: &Block,
+        next: u64,
+        tsc: u64,
+        out: &mut O,
+    ) -> Option<u64> {
         let (at, after, target) = (prev.at, prev.after, prev.target);
         self.retired += u64::from(prev.insns);
         // Where the block can go, and the event that says it went there;
@@ -427,7 +539,7 @@ impl<'b> BlockFlow<'b> {
                 // One iteration of a REP string instruction: it retires
                 // with its last iteration, in a later block.
                 self.retired -= 1;
-                return;
+                return None;
             }
             Kind::Repeated => after,
             Kind::Trap => {
@@ -436,12 +548,10 @@ impl<'b> BlockFlow<'b> {
                 out.event(TraceEvent::Disable(None));
                 out.branch(at, 0);
                 Self::restart(next, tsc, out);
-                return;
+                return None;
             }
         };
-        if went != next {
-            Self::redirected(went, next, tsc, out);
-        }
+        Some(went)
     }
 
     /// The thread went to `next` where its code went to `went`: the kernel
@@ -684,6 +794,103 @@ mod tests {
         );
         assert_eq!(log.branches, [(0x1003, 0x1108), (0x1108, 0), (0, 0x7000)]);
         assert_eq!(retired, 2);
+    }
+
+    #[test]
+    fn a_delivered_signal_is_resolved_where_its_handler_returns() {
+        let a = block(0x1000, 2, 0x1003, &[0x75, 0x10]); // jne 0x1015
+        let h = block(0x7000, 3, 0x7008, &[0x0f, 0x05]); // the handler, sigreturn
+        let r = block(0x1015, 1, 0x1015, &[0x90]);
+        let mut flow = BlockFlow::new();
+        let mut log = Log::default();
+        flow.enter(&a, 1, &mut log);
+        assert!(flow.may_deliver(0x7000));
+        // The Jcc's own targets are no delivery.
+        assert!(!flow.may_deliver(0x1015) && !flow.may_deliver(0x1005));
+        assert_eq!(flow.deliver(&h, 2, &mut log), 0);
+        assert!(flow.interrupted() && !flow.may_deliver(0x7000));
+        flow.system_call(&mut log); // rt_sigreturn
+        // What the platform writes where the signal came: the Jcc was
+        // taken (the handler returned to its target), the exit there.
+        let mut resolution = Log::default();
+        assert_eq!(flow.resolve_interrupted(0x1015, 3, &mut resolution), 2);
+        assert_eq!(
+            resolution.events,
+            [
+                TraceEvent::Conditional {
+                    taken: true,
+                    next: 0x1015
+                },
+                TraceEvent::Async {
+                    from: 0x1015,
+                    to: None
+                },
+            ]
+        );
+        assert_eq!(resolution.branches, [(0x1003, 0x1015), (0x1015, 0)]);
+        flow.enter(&r, 4, &mut log);
+        assert_eq!(
+            log.events[2..],
+            [
+                TraceEvent::Time(2),
+                TraceEvent::Enable(0x7000),
+                TraceEvent::Disable(None),
+                TraceEvent::Time(4),
+                TraceEvent::Enable(0x1015),
+            ]
+        );
+        assert_eq!(flow.retired(), 5);
+        assert!(!flow.interrupted());
+    }
+
+    #[test]
+    fn a_signal_between_rep_iterations_exits_on_the_rep() {
+        let rep = block(0x1000, 1, 0x1000, &[0xf3, 0xa4]); // rep movsb
+        let h = block(0x7000, 1, 0x7000, &[0x90]);
+        let mut flow = BlockFlow::new();
+        let mut log = Log::default();
+        flow.enter(&rep, 1, &mut log);
+        flow.deliver(&h, 2, &mut log);
+        let mut resolution = Log::default();
+        assert_eq!(flow.resolve_interrupted(0x1000, 3, &mut resolution), 0);
+        assert_eq!(
+            resolution.events,
+            [TraceEvent::Async {
+                from: 0x1000,
+                to: None
+            }]
+        );
+    }
+
+    #[test]
+    fn an_abandoned_signal_takes_the_branch_to_the_handler() {
+        let a = block(0x1000, 2, 0x1003, &[0xc3]); // ret
+        let h = block(0x7000, 1, 0x7000, &[0x90]);
+        let mut flow = BlockFlow::new();
+        let mut log = Log::default();
+        flow.enter(&a, 1, &mut log);
+        flow.deliver(&h, 2, &mut log);
+        let mut resolution = Log::default();
+        assert_eq!(flow.abandon_interrupted(0x7000, 3, &mut resolution), 2);
+        assert_eq!(
+            resolution.events,
+            [
+                TraceEvent::Return { target: 0x7000 },
+                TraceEvent::Async {
+                    from: 0x7000,
+                    to: None
+                }
+            ]
+        );
+        // Nothing pending: nothing more.
+        assert_eq!(flow.resolve_interrupted(0x1003, 3, &mut resolution), 0);
+        // A block whose successor is fixed is not a delivery's candidate.
+        let mut flow = BlockFlow::new();
+        let call = block(0x1000, 1, 0x1000, &[0xe8, 0, 0, 0, 0]);
+        flow.enter(&call, 1, &mut log);
+        assert!(!flow.may_deliver(0x7000));
+        assert_eq!(flow.deliver(&h, 2, &mut log), 1, "an enter");
+        assert!(!flow.interrupted());
     }
 
     #[test]

@@ -4,11 +4,10 @@
 //! calls the plugin makes. Each callback finds the calling guest thread's
 //! [`Thread`] by its vCPU index (one vCPU per guest thread in user mode).
 
-use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::ptr::null_mut;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
 
 use perfaux::pt::blocks::Block;
 use qemu_plugin_sys::{
@@ -20,6 +19,7 @@ use qemu_plugin_sys::{
     qemu_plugin_tb_get_insn, qemu_plugin_tb_n_insns, qemu_plugin_tb_vaddr,
 };
 
+use crate::blocks::{self, Code};
 use crate::maps;
 use crate::records::Mmap;
 use crate::session::Session;
@@ -47,10 +47,6 @@ static SESSION: OnceLock<Session> = OnceLock::new();
 /// executable segments (known at the first block: where the interpreter
 /// was loaded is where the first block is, its entry).
 static PROGRAM: OnceLock<(&'static str, &'static [Mmap])> = OnceLock::new();
-
-/// One `Block` per distinct translated block, shared by every translation
-/// of the same code: block callbacks get a pointer that never dangles.
-static BLOCKS: Mutex<Option<HashMap<Block, &'static Block>>> = Mutex::new(None);
 
 /// Blocks whose last instruction does not decode: they run unseen (the
 /// trace skips them: an asynchronous exit and a re-enable after).
@@ -164,20 +160,14 @@ unsafe extern "C" fn on_translate(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb
         UNDECODED.fetch_add(1, Ordering::Relaxed);
         return;
     };
-    let block: &'static Block = {
-        let mut blocks = BLOCKS.lock().unwrap_or_else(|e| e.into_inner());
-        blocks
-            .get_or_insert_with(HashMap::new)
-            .entry(block)
-            .or_insert_with(|| Box::leak(Box::new(block)))
-    };
-    // SAFETY: `tb` is being translated; the userdata is a `&'static Block`.
+    let code: &'static Code = blocks::intern(block);
+    // SAFETY: `tb` is being translated; the userdata is a `&'static Code`.
     unsafe {
         qemu_plugin_register_vcpu_tb_exec_cb(
             tb,
             Some(on_block),
             qemu_plugin_cb_flags::QEMU_PLUGIN_CB_NO_REGS,
-            std::ptr::from_ref(block).cast_mut().cast(),
+            std::ptr::from_ref(code).cast_mut().cast(),
         );
     }
 }
@@ -195,8 +185,8 @@ fn thread(vcpu: c_uint) -> Option<&'static mut Thread> {
 
 /// A block starts running on `vcpu`.
 unsafe extern "C" fn on_block(vcpu: c_uint, userdata: *mut c_void) {
-    // SAFETY: registered with a `&'static Block` as the userdata.
-    let block: &'static Block = unsafe { &*userdata.cast::<Block>() };
+    // SAFETY: registered with a `&'static Code` as the userdata.
+    let block: &'static Code = unsafe { &*userdata.cast::<Code>() };
     if let Some(t) = thread(vcpu) {
         t.block(block);
         return;
@@ -208,7 +198,7 @@ unsafe extern "C" fn on_block(vcpu: c_uint, userdata: *mut c_void) {
 /// mark that it runs untraced).
 #[cold]
 #[inline(never)]
-fn first_block(vcpu: c_uint, block: &'static Block) {
+fn first_block(vcpu: c_uint, block: &'static Code) {
     let Some(entry) = THREADS.get(vcpu as usize) else {
         return;
     };
@@ -221,7 +211,7 @@ fn first_block(vcpu: c_uint, block: &'static Block) {
     };
     let (pid, tid) = (getpid(), gettid());
     let origin = if pid == tid && PROGRAM.get().is_none() {
-        let program = PROGRAM.get_or_init(|| program(block.start()));
+        let program = PROGRAM.get_or_init(|| program(block.block.start()));
         Origin::Exec {
             comm: program.0,
             maps: program.1,
@@ -294,6 +284,8 @@ fn program(first: u64) -> (&'static str, &'static [Mmap]) {
 /// x86-64 system call numbers the plugin watches.
 mod nr {
     pub const MMAP: i64 = 9;
+    pub const RT_SIGACTION: i64 = 13;
+    pub const RT_SIGRETURN: i64 = 15;
     pub const MPROTECT: i64 = 10;
     pub const MUNMAP: i64 = 11;
     pub const CLONE: i64 = 56;
@@ -336,6 +328,7 @@ unsafe extern "C" fn on_syscall(
                 unsafe { Box::from_raw(p) }.end();
             }
         }
+        nr::RT_SIGRETURN => t.sigreturn(),
         nr::EXECVE | nr::EXECVEAT => {
             // The program may be replaced (not followed): what it traced
             // so far is published first, and the slot names the program.
@@ -381,6 +374,15 @@ unsafe extern "C" fn on_syscall_ret(_id: qemu_plugin_id_t, vcpu: c_uint, num: i6
             }
         }
         nr::MUNMAP => maps::unmapped(a[0], a[1]),
+        nr::RT_SIGACTION if a[1] != 0 => {
+            // The new action's handler (struct sigaction starts with it),
+            // as the kernel read it; SIG_DFL and SIG_IGN are no code.
+            if let Some(handler) = maps::guest_u64(a[1]) {
+                if handler > 1 {
+                    blocks::add_handler(handler);
+                }
+            }
+        }
         nr::PRCTL if a[0] == libc::PR_SET_NAME as u64 => {
             // The thread's new name, cut at 15 bytes as the kernel's
             // strncpy_from_user cuts it: a COMM.

@@ -20,6 +20,7 @@
 // into it (`callbacks`): what only those use is unused there.
 #![cfg_attr(test, allow(dead_code))]
 
+mod blocks;
 mod engine;
 mod maps;
 mod records;

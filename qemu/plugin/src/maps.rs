@@ -178,6 +178,23 @@ fn forget(maps: &mut Vec<Mmap>, start: u64, end: u64) {
     *maps = kept;
 }
 
+/// The 8 bytes the program has at `addr`, read as [`guest_str`] reads.
+pub fn guest_u64(addr: u64) -> Option<u64> {
+    let mut word = [0u8; 8];
+    let local = libc::iovec {
+        iov_base: word.as_mut_ptr().cast(),
+        iov_len: 8,
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: 8,
+    };
+    // SAFETY: reads 8 bytes of this process into `word`; the kernel checks
+    // the remote range.
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    (n == 8).then(|| u64::from_le_bytes(word))
+}
+
 /// The NUL-terminated string the program passed at `addr` (guest addresses
 /// are the process's own in QEMU user mode), at most `max` bytes; read
 /// with `process_vm_readv`, so a bad address is `None`, not a fault.

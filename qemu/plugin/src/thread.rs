@@ -15,6 +15,7 @@ use perfaux::pt::stream::TraceEvent;
 use perfaux::sample::SampleData;
 use perfaux_qemu_session::{EXEC_PATH_MAX, Mode, SLOT_DONE, truth};
 
+use crate::blocks::Code;
 use crate::engine::{Engine, now, trailer};
 use crate::records::{self, Mmap};
 use crate::session::Session;
@@ -105,7 +106,29 @@ pub struct Thread {
     pub syscall: (i64, [u64; 6]),
     /// The ground truth, when asked for.
     truth: Option<Truth>,
+    /// A signal delivered between two blocks whose handler has not
+    /// returned: where its resolution goes (see [`Thread::deliver`]).
+    signal: Option<Signal>,
+    /// The thread is in `rt_sigreturn`: the next block is where a
+    /// handler returns.
+    sigreturn: bool,
 }
+
+/// Where a delivered signal's resolution goes: the events and truth
+/// entries made since are held back until the handler returns.
+#[derive(Clone, Copy, Debug)]
+struct Signal {
+    /// The index in the run's events where the signal came.
+    events: usize,
+    /// The index in the truth's pending entries.
+    truth: usize,
+    /// The handler's address.
+    handler: u64,
+}
+
+/// The most trace events held back while a signal's handler runs; past
+/// it the signal is taken as not returning (the flow's guess).
+const SIGNAL_EVENTS_MAX: usize = 1 << 20;
 
 impl Thread {
     /// The calling host thread's guest thread `pid`/`tid`, from `origin`,
@@ -151,30 +174,136 @@ impl Thread {
             count: 0,
             syscall: (-1, [0; 6]),
             truth: crate::truth::open(slot),
+            signal: None,
+            sigreturn: false,
         })
     }
 
     /// `block` starts running: the previous block's exit is resolved, the
     /// sampler's overflow in it taken as a PMI before this one runs.
     #[inline]
-    pub fn block(&mut self, block: &'static Block) {
-        let retired = flow!(self, enter(block, self.tsc));
-        if self.period != 0 {
-            self.count += retired;
-            if self.count >= self.period {
-                self.count %= self.period;
-                self.pmi(block);
-            }
+    pub fn block(&mut self, code: &'static Code) {
+        let block = &code.block;
+        if self.sigreturn || code.handler.load(Ordering::Relaxed) {
+            self.signal_block(code);
+            return;
         }
+        let retired = flow!(self, enter(block, self.tsc));
+        self.count(retired, block);
         if self.events.len() >= RUN {
             self.flush();
         }
     }
 
+    /// `retired` more instructions for the sampler: an overflow is a PMI
+    /// before `next` (held while a signal's handler runs: its events wait
+    /// for the handler's return, and a sample must follow what it shows).
+    #[inline]
+    fn count(&mut self, retired: u64, next: &Block) {
+        if self.period != 0 {
+            self.count += retired;
+            if self.count >= self.period && self.signal.is_none() {
+                self.count %= self.period;
+                self.pmi(next);
+            }
+        }
+    }
+
+    /// A block that may begin or end a signal's delivery: a handler's
+    /// first block after one whose exit could have gone anywhere (the
+    /// kernel delivered a signal between them), or the first block after
+    /// `rt_sigreturn` (where the handler returned: the interrupted place).
+    #[cold]
+    fn signal_block(&mut self, code: &'static Code) {
+        let block = &code.block;
+        let is_handler = code.handler.load(Ordering::Relaxed);
+        // A handler's block right after rt_sigreturn is another signal the
+        // kernel delivered on that return: the interrupted place comes
+        // with the return of that one's handler.
+        if std::mem::take(&mut self.sigreturn) && self.signal.is_some() && !is_handler {
+            self.end_signal(Some(block.start()));
+        }
+        let retired = if is_handler && self.deliverable(block.start()) {
+            if self.signal.is_some() {
+                // A signal in a handler: the first one's handler is taken
+                // as not returning.
+                self.end_signal(None);
+            }
+            self.signal = Some(Signal {
+                events: self.events.len(),
+                truth: self.truth.as_ref().map_or(0, Truth::pending),
+                handler: block.start(),
+            });
+            flow!(self, deliver(block, self.tsc))
+        } else {
+            flow!(self, enter(block, self.tsc))
+        };
+        self.count(retired, block);
+        if self.events.len() >= RUN {
+            self.flush();
+        }
+    }
+
+    /// Whether the running block's exit is unknown enough for a handler's
+    /// block after it to be a delivered signal (see
+    /// [`BlockFlow::may_deliver`]); with a signal pending already, whether
+    /// it would be without it.
+    fn deliverable(&self, next: u64) -> bool {
+        let mut flow = self.flow;
+        if flow.interrupted() {
+            // A copy without the pending signal, to ask about the block.
+            let mut sink = |_| {};
+            flow.abandon_interrupted(0, 0, &mut sink);
+        }
+        flow.may_deliver(next)
+    }
+
+    /// The pending signal's handler returned to `resume`, or (`None`) is
+    /// taken as not returning: the interrupted block's exit and the
+    /// asynchronous exit go where the signal came, before the handler's
+    /// events.
+    fn end_signal(&mut self, resume: Option<u64>) {
+        let Some(signal) = self.signal.take() else {
+            return;
+        };
+        let mut events = Vec::with_capacity(MAX_EVENTS_PER_CALL);
+        let mut truth = Truth::detached();
+        let tsc = self.tsc;
+        let retired = {
+            let mut sink = WithTruth {
+                events: &mut events,
+                truth: &mut truth,
+            };
+            match resume {
+                Some(r) => self.flow.resolve_interrupted(r, tsc, &mut sink),
+                None => self
+                    .flow
+                    .abandon_interrupted(signal.handler, tsc, &mut sink),
+            }
+        };
+        let at = signal.events.min(self.events.len());
+        self.events.splice(at..at, events);
+        if let Some(t) = self.truth.as_mut() {
+            t.insert_all(signal.truth, truth.take());
+        }
+        if self.period != 0 {
+            self.count += retired;
+        }
+    }
+
     /// Hands the run's events to the tracer, lets the recorder catch up if
     /// it is behind, and starts the next run at the clock's new time.
+    /// While a signal's handler runs the events wait (their first must
+    /// come after the resolution), unless too many do: then the signal is
+    /// taken as not returning.
     #[cold]
     pub fn flush(&mut self) {
+        if self.signal.is_some() {
+            if self.events.len() < SIGNAL_EVENTS_MAX {
+                return;
+            }
+            self.end_signal(None);
+        }
         self.trace();
         self.throttle();
         self.progress();
@@ -237,6 +366,12 @@ impl Thread {
         flow!(self, resume(tsc));
     }
 
+    /// The thread enters `rt_sigreturn`: the next block is where the
+    /// handler of the pending signal returns.
+    pub fn sigreturn(&mut self) {
+        self.sigreturn = true;
+    }
+
     /// The running block's last instruction, a system call, enters the
     /// kernel.
     pub fn system_call(&mut self) {
@@ -287,6 +422,8 @@ impl Thread {
     /// `PERF_RECORD_AUX`) for the recorder. Called while the thread is in
     /// the kernel (tracing off).
     pub fn publish(&mut self) {
+        self.end_signal(None);
+        self.flush();
         self.engine.leader.sched_out();
         let _ = self.engine.leader.sched_in(self.engine.platform);
     }
@@ -295,6 +432,7 @@ impl Thread {
     /// its trace is closed and published, `PERF_RECORD_EXIT` written, and
     /// its slot handed to the recorder to drain.
     pub fn end(mut self) {
+        self.end_signal(None);
         self.flush();
         flow!(self, stop());
         self.trace();

@@ -15,7 +15,7 @@ pub static DIR: OnceLock<PathBuf> = OnceLock::new();
 
 /// One thread's truth file and the entries not written yet.
 pub struct Truth {
-    file: BufWriter<File>,
+    file: Option<BufWriter<File>>,
     pending: Vec<[u64; 3]>,
 }
 
@@ -25,7 +25,7 @@ pub fn open(slot: u32) -> Option<Truth> {
     let path = dir.join(truth::file_name(slot));
     match File::create(&path) {
         Ok(f) => Some(Truth {
-            file: BufWriter::new(f),
+            file: Some(BufWriter::new(f)),
             pending: Vec::new(),
         }),
         Err(e) => {
@@ -36,6 +36,26 @@ pub fn open(slot: u32) -> Option<Truth> {
 }
 
 impl Truth {
+    /// Entries gathered apart, to be inserted into a thread's
+    /// ([`insert_all`](Self::insert_all)); never written.
+    pub fn detached() -> Truth {
+        Truth {
+            file: None,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Takes the entries gathered.
+    pub fn take(&mut self) -> Vec<[u64; 3]> {
+        std::mem::take(&mut self.pending)
+    }
+
+    /// Puts `entries` at index `at` of the pending entries.
+    pub fn insert_all(&mut self, at: usize, entries: Vec<[u64; 3]>) {
+        let at = at.min(self.pending.len());
+        self.pending.splice(at..at, entries);
+    }
+
     /// Adds an entry.
     pub fn push(&mut self, entry: [u64; 3]) {
         self.pending.push(entry);
@@ -57,11 +77,14 @@ impl Truth {
     /// Writes what is pending (after each batch: a thread that dies keeps
     /// its truth up to its last batch, as its trace).
     pub fn flush(&mut self) {
+        let Some(file) = self.file.as_mut() else {
+            return;
+        };
         for e in self.pending.drain(..) {
             for w in e {
-                let _ = self.file.write_all(&w.to_le_bytes());
+                let _ = file.write_all(&w.to_le_bytes());
             }
         }
-        let _ = self.file.flush();
+        let _ = file.flush();
     }
 }
