@@ -309,7 +309,9 @@ impl<'b> BlockFlow<'b> {
     /// `block` starts running; `tsc` is the time stamp counter. The
     /// previous block's exit went to its start. Returns the instructions
     /// that retired with it (the previous block's).
-    #[inline]
+    // Always inlined: the one call a block makes, in the emulator's
+    // callback of every executed block.
+    #[inline(always)]
     pub fn enter(&mut self, block: &'b Block, tsc: u64, out: &mut impl FlowSink) -> u64 {
         let before = self.retired;
         let next = block.start;
@@ -466,7 +468,7 @@ impl<'b> BlockFlow<'b> {
 
     /// `prev` ran to its end and the thread went to `next`: its
     /// instructions retire, its last one's event.
-    #[inline]
+    #[inline(always)]
     fn leave_block<O: FlowSink>(&mut self, prev: &Block, next: u64, tsc: u64, out: &mut O) {
         if let Some(went) = self.take_exit(prev, next, tsc, out) {
             if went != next {
@@ -479,7 +481,7 @@ impl<'b> BlockFlow<'b> {
     /// instructions retire and its last one's event is written; returns
     /// where the block went, or `None` when nothing more is to be said (a
     /// REP iteration; a trap, after which tracing restarted at `next`).
-    #[inline]
+    #[inline(always)]
     fn take_exit<O: FlowSink>(
         &mut self,
         prev: &Block,
