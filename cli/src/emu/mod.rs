@@ -40,16 +40,9 @@ pub const PT_TYPE: u32 = 8;
 /// layout in all of them, IDENTIFIER to find the event.
 const ID_FIELDS: u64 = st::TID | st::TIME | st::CPU | st::IDENTIFIER;
 
-/// perf time now: `CLOCK_MONOTONIC` in ns, the plugin's clock.
-pub fn now() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec to write.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+/// perf time now: the session's clock (`CLOCK_MONOTONIC` ns, the trace's
+/// TSC too).
+pub use perfaux_qemu_session::now;
 
 /// A recording of a program.
 #[derive(Clone, Debug)]

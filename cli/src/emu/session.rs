@@ -6,18 +6,25 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 
-use perfaux::abi::{PerfEventAttr, PerfEventMmapPage};
-use perfaux_qemu_session::{Header, Layout, MAGIC, SlotInfo, VERSION};
+use std::ops::Deref;
+
+use perfaux::abi::PerfEventAttr;
+use perfaux_qemu_session::{Header, Layout, MAGIC, Mapped, VERSION};
 
 /// A created session.
 ///
 /// # Invariants
-/// `base` maps all of `fd`'s `layout.file_bytes()` bytes, shared and
-/// writable, until drop; the header is initialised.
+/// `mapped` maps all of `fd`'s bytes until drop.
 pub struct Session {
     fd: OwnedFd,
-    base: *mut u8,
-    layout: Layout,
+    mapped: Mapped,
+}
+
+impl Deref for Session {
+    type Target = Mapped;
+    fn deref(&self) -> &Mapped {
+        &self.mapped
+    }
 }
 
 impl Session {
@@ -77,28 +84,16 @@ impl Session {
         // SAFETY: the mapping starts with room for the header, page
         // aligned, and no one else sees it yet.
         unsafe { base.cast::<Header>().write(header) };
-        // INVARIANT: mapped whole, header written.
-        Ok(Session {
-            fd,
-            base: base.cast(),
-            layout,
-        })
+        // SAFETY: `base` maps the whole memfd, shared and writable, the
+        // header written; unmapped only when the session drops.
+        let mapped = unsafe { Mapped::new(base.cast(), layout) };
+        // INVARIANT: as just said.
+        Ok(Session { fd, mapped })
     }
 
     /// The descriptor the plugin maps (`session=FD`).
     pub fn fd(&self) -> i32 {
         self.fd.as_raw_fd()
-    }
-
-    /// The layout.
-    pub fn layout(&self) -> &Layout {
-        &self.layout
-    }
-
-    /// The header.
-    pub fn header(&self) -> &Header {
-        // SAFETY: the mapping starts with the initialised header.
-        unsafe { &*self.base.cast::<Header>() }
     }
 
     /// Slots claimed so far.
@@ -107,37 +102,13 @@ impl Session {
         self.header()
             .next_slot
             .load(Ordering::Relaxed)
-            .min(self.layout.slots())
-    }
-
-    /// Slot `slot`'s table entry.
-    pub fn info(&self, slot: u32) -> &SlotInfo {
-        let at = self.layout.slot_info(slot) as usize;
-        // SAFETY: inside the mapping, 8-byte aligned (the layout).
-        unsafe { &*self.base.add(at).cast::<SlotInfo>() }
-    }
-
-    /// Slot `slot`'s user page.
-    pub fn user_page(&self, slot: u32) -> *mut PerfEventMmapPage {
-        self.base
-            .wrapping_add(self.layout.user_page(slot) as usize)
-            .cast()
-    }
-
-    /// Slot `slot`'s data pages.
-    pub fn data_pages(&self, slot: u32) -> Vec<*mut u8> {
-        self.layout.data_page_ptrs(self.base, slot)
-    }
-
-    /// Slot `slot`'s AUX pages, in the area's order.
-    pub fn aux_pages(&self, slot: u32) -> Vec<*mut u8> {
-        self.layout.aux_page_ptrs(self.base, slot)
+            .min(self.layout().slots())
     }
 
     /// Gives slot `slot`'s pages back to the system (it was drained to its
     /// end): the memory of a run stays bounded by its live threads.
     pub fn release(&self, slot: u32) {
-        let (start, len) = self.layout.slot_range(slot);
+        let (start, len) = self.layout().slot_range(slot);
         // SAFETY: punches our own memfd's range; the slot is drained and
         // no thread writes it any more (SLOT_DONE).
         unsafe {
@@ -155,6 +126,6 @@ impl Drop for Session {
     fn drop(&mut self) {
         // SAFETY: unmaps the mapping made in `create`; nothing borrowed
         // from it outlives `self` (the accessors borrow `self`).
-        unsafe { libc::munmap(self.base.cast(), self.layout.file_bytes() as usize) };
+        unsafe { libc::munmap(self.base().cast(), self.layout().file_bytes() as usize) };
     }
 }

@@ -32,17 +32,9 @@ use crate::session::Session;
 /// 4 KiB holds a PSB+ (a decoder's sync point) with the clock current.
 const PSB_BASE: u64 = 2048;
 
-/// perf time now: `CLOCK_MONOTONIC` in ns (the recorder's clock too; the
-/// trace's TSC is the same count, `time_mult` 1).
-pub fn now() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec to write.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+/// perf time now: the session's clock (`CLOCK_MONOTONIC` ns, the trace's
+/// TSC too).
+pub use perfaux_qemu_session::now;
 
 /// The platform of one guest thread: its slot is its CPU.
 pub struct ThreadPlatform {

@@ -5,19 +5,16 @@
 
 use std::sync::atomic::Ordering;
 
-use perfaux::abi::PerfEventMmapPage;
-use perfaux_qemu_session::{Header, Layout, SLOT_LIVE, SlotInfo};
+use std::ops::Deref;
+
+use perfaux_qemu_session::{Header, Layout, Mapped, SLOT_LIVE};
 
 /// The mapped session.
 ///
 /// # Invariants
-/// `base` maps the whole file (`layout.file_bytes()` bytes, shared,
-/// readable and writable) for the life of the process, aligned to
-/// `layout.aux_bytes()`; its header passed [`Layout::of`].
-pub struct Session {
-    base: *mut u8,
-    layout: Layout,
-}
+/// The mapping lives for the life of the process (it is never unmapped),
+/// aligned to `layout.aux_bytes()`.
+pub struct Session(Mapped);
 
 // SAFETY: the mapping is shared memory that lives as long as the process;
 // what threads share in it is reached through atomics (the header's
@@ -26,6 +23,13 @@ pub struct Session {
 unsafe impl Sync for Session {}
 // SAFETY: as for Sync: the pointer is to process-wide memory.
 unsafe impl Send for Session {}
+
+impl Deref for Session {
+    type Target = Mapped;
+    fn deref(&self) -> &Mapped {
+        &self.0
+    }
+}
 
 impl Session {
     /// Maps the session file open as `fd`, then closes `fd` (the program
@@ -90,31 +94,11 @@ impl Session {
                 libc::munmap((aligned + len) as *mut libc::c_void, tail);
             }
         }
-        // INVARIANT: mapped whole, aligned, header checked.
-        Ok(Session {
-            base: base.cast(),
-            layout,
-        })
-    }
-
-    /// The layout.
-    pub fn layout(&self) -> &Layout {
-        &self.layout
-    }
-
-    /// The header.
-    pub fn header(&self) -> &Header {
-        // SAFETY: the mapping starts with the header (the invariant), for
-        // the life of the process.
-        unsafe { &*self.base.cast::<Header>() }
-    }
-
-    /// Slot `slot`'s table entry (`slot < layout.slots()`).
-    pub fn info(&self, slot: u32) -> &SlotInfo {
-        let at = self.layout.slot_info(slot) as usize;
-        // SAFETY: the table lies inside the mapping (the layout), entries
-        // are 8-byte aligned (a page plus multiples of 64).
-        unsafe { &*self.base.add(at).cast::<SlotInfo>() }
+        // SAFETY: `base` maps the whole file, shared and writable, its
+        // header checked by `Layout::of`; never unmapped.
+        let mapped = unsafe { Mapped::new(base.cast(), layout) };
+        // INVARIANT: never unmapped, aligned.
+        Ok(Session(mapped))
     }
 
     /// Claims the next free slot; `None` when every slot is taken (the
@@ -123,7 +107,7 @@ impl Session {
         let h = self.header();
         // Relaxed: the slot's state publishes its contents.
         let slot = h.next_slot.fetch_add(1, Ordering::Relaxed);
-        if slot < self.layout.slots() {
+        if slot < self.layout().slots() {
             Some(slot)
         } else {
             h.untraced.fetch_add(1, Ordering::Relaxed);
@@ -147,22 +131,5 @@ impl Session {
         let pid = self.header().recorder as libc::pid_t;
         // SAFETY: signal 0 only checks that the process exists.
         pid > 0 && unsafe { libc::kill(pid, 0) } == 0
-    }
-
-    /// Slot `slot`'s user page.
-    pub fn user_page(&self, slot: u32) -> *mut PerfEventMmapPage {
-        self.base
-            .wrapping_add(self.layout.user_page(slot) as usize)
-            .cast()
-    }
-
-    /// Slot `slot`'s data pages.
-    pub fn data_pages(&self, slot: u32) -> Vec<*mut u8> {
-        self.layout.data_page_ptrs(self.base, slot)
-    }
-
-    /// Slot `slot`'s AUX pages, in the area's order.
-    pub fn aux_pages(&self, slot: u32) -> Vec<*mut u8> {
-        self.layout.aux_page_ptrs(self.base, slot)
     }
 }

@@ -31,7 +31,7 @@
 
 use core::sync::atomic::{AtomicU32, AtomicU64};
 
-use perfaux::abi::{PAGE_SIZE, PerfEventAttr};
+use perfaux::abi::{PAGE_SIZE, PerfEventAttr, PerfEventMmapPage};
 use static_assertions::const_assert_eq;
 
 /// [`Header::magic`]: "PAUXQEMU".
@@ -175,6 +175,84 @@ const_assert_eq!(core::mem::offset_of!(SlotInfo, retired), 16);
 const_assert_eq!(core::mem::offset_of!(SlotInfo, trace_bytes), 24);
 const_assert_eq!(core::mem::offset_of!(SlotInfo, lost_events), 32);
 const_assert_eq!(core::mem::offset_of!(SlotInfo, lost_samples), 40);
+
+/// The clock of a session, on both sides: perf time is `CLOCK_MONOTONIC`
+/// in ns, and so is the trace's TSC (`time_mult` 1, `time_shift` 0).
+pub fn now() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A mapping of a whole session file, as either side reaches into it.
+///
+/// # Invariants
+/// `base` maps all `layout.file_bytes()` bytes of a session file whose
+/// header passed [`Layout::of`] (or was written from `layout`), readable
+/// and writable, for as long as the `Mapped` lives.
+pub struct Mapped {
+    base: *mut u8,
+    layout: Layout,
+}
+
+impl Mapped {
+    /// The mapping at `base` of a file laid out as `layout`.
+    ///
+    /// # Safety
+    /// `base` must map all `layout.file_bytes()` bytes of the file, shared,
+    /// readable and writable, its header initialised, for as long as the
+    /// returned value lives.
+    pub unsafe fn new(base: *mut u8, layout: Layout) -> Mapped {
+        // INVARIANT: the caller's promise.
+        Mapped { base, layout }
+    }
+
+    /// Where the mapping starts.
+    pub fn base(&self) -> *mut u8 {
+        self.base
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The header.
+    pub fn header(&self) -> &Header {
+        // SAFETY: the mapping starts with the initialised header (the
+        // invariant), page aligned.
+        unsafe { &*self.base.cast::<Header>() }
+    }
+
+    /// Slot `slot`'s table entry (`slot < layout.slots()`).
+    pub fn info(&self, slot: u32) -> &SlotInfo {
+        let at = self.layout.slot_info(slot) as usize;
+        // SAFETY: the table lies inside the mapping (the layout); entries
+        // are 8-byte aligned (a page plus multiples of their size).
+        unsafe { &*self.base.add(at).cast::<SlotInfo>() }
+    }
+
+    /// Slot `slot`'s user page.
+    pub fn user_page(&self, slot: u32) -> *mut PerfEventMmapPage {
+        self.base
+            .wrapping_add(self.layout.user_page(slot) as usize)
+            .cast()
+    }
+
+    /// Slot `slot`'s data pages.
+    pub fn data_pages(&self, slot: u32) -> Vec<*mut u8> {
+        self.layout.data_page_ptrs(self.base, slot)
+    }
+
+    /// Slot `slot`'s AUX pages, in the area's order.
+    pub fn aux_pages(&self, slot: u32) -> Vec<*mut u8> {
+        self.layout.aux_page_ptrs(self.base, slot)
+    }
+}
 
 /// The id of slot `slot`'s event `k`: its PT leader (0) and its sampler
 /// (1), slot after slot, from 1 (`perf record` gives each CPU's events
