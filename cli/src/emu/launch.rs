@@ -11,6 +11,8 @@ use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
+use super::Ended;
+
 /// The plugin's file name.
 pub const PLUGIN: &str = "libperfaux_qemu.so";
 
@@ -197,6 +199,70 @@ pub fn resolve(argv: &[OsString]) -> Result<Resolved, String> {
     }
 }
 
+/// The emulator running the program. Dropped before it was reaped (the
+/// recording failed: a full disk, a write error), it is killed and
+/// reaped: no program goes on untraced and unwaited-for behind an error.
+pub struct Emulator {
+    child: Child,
+    reaped: bool,
+}
+
+impl Emulator {
+    /// The emulator's end, if it has ended: how, and its resource usage
+    /// (the largest of its processes it waited for).
+    pub fn reap(&mut self) -> Result<Option<(Ended, libc::rusage)>, String> {
+        let mut status = 0;
+        // SAFETY: an all-zero rusage is a valid value for wait4 to fill.
+        let mut rusage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: waits for our own child without blocking; the pointers
+        // are to locals.
+        let pid = unsafe {
+            libc::wait4(
+                self.child.id() as libc::pid_t,
+                &mut status,
+                libc::WNOHANG,
+                &mut rusage,
+            )
+        };
+        if pid < 0 {
+            return Err(format!(
+                "waiting for the emulator: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        if pid == 0 {
+            return Ok(None);
+        }
+        self.reaped = true;
+        let ended = if libc::WIFEXITED(status) {
+            Ended::Exited(libc::WEXITSTATUS(status))
+        } else if libc::WIFSIGNALED(status) {
+            Ended::Killed(libc::WTERMSIG(status))
+        } else {
+            Ended::Exited(1)
+        };
+        Ok(Some((ended, rusage)))
+    }
+
+    /// Asks the program to end (SIGTERM), as `perf record` asks its
+    /// workload after Ctrl-C.
+    pub fn terminate(&self) {
+        if !self.reaped {
+            // SAFETY: signals our own child, not reaped (its pid is ours).
+            unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        }
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        if !self.reaped {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// Starts `qemu` with `plugin` on `program`, handing it the session
 /// descriptor `fd` (and a directory for the ground truth); the program's
 /// standard streams are perfaux's.
@@ -206,7 +272,7 @@ pub fn spawn(
     fd: i32,
     truth: Option<&Path>,
     program: &Resolved,
-) -> Result<Child, String> {
+) -> Result<Emulator, String> {
     let mut plugin_arg = plugin.as_os_str().to_owned();
     plugin_arg.push(format!(",session={fd}"));
     if let Some(dir) = truth {
@@ -237,8 +303,13 @@ pub fn spawn(
             Ok(())
         });
     }
-    cmd.spawn()
-        .map_err(|e| format!("starting {}: {e}", qemu.display()))
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("starting {}: {e}", qemu.display()))?;
+    Ok(Emulator {
+        child,
+        reaped: false,
+    })
 }
 
 #[cfg(test)]

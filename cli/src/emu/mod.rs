@@ -251,40 +251,6 @@ pub struct Outcome {
     pub recorder_rss_kib: u64,
 }
 
-/// The emulator's end, if it has ended: how, and its resource usage.
-fn reap(child: &std::process::Child) -> Result<Option<(Ended, libc::rusage)>, String> {
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value for wait4 to fill.
-    let mut rusage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waits for our own child without blocking; the pointers are
-    // to locals.
-    let pid = unsafe {
-        libc::wait4(
-            child.id() as libc::pid_t,
-            &mut status,
-            libc::WNOHANG,
-            &mut rusage,
-        )
-    };
-    if pid < 0 {
-        return Err(format!(
-            "waiting for the emulator: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    if pid == 0 {
-        return Ok(None);
-    }
-    let ended = if libc::WIFEXITED(status) {
-        Ended::Exited(libc::WEXITSTATUS(status))
-    } else if libc::WIFSIGNALED(status) {
-        Ended::Killed(libc::WTERMSIG(status))
-    } else {
-        Ended::Exited(1)
-    };
-    Ok(Some((ended, rusage)))
-}
-
 /// This process's peak resident memory (KiB).
 fn own_rss_kib() -> u64 {
     // SAFETY: an all-zero rusage is valid; getrusage fills it.
@@ -335,7 +301,7 @@ pub fn record<W: Write + Seek>(
     } else {
         None
     };
-    let child = launch::spawn(
+    let mut child = launch::spawn(
         &qemu,
         &plugin,
         session.fd(),
@@ -346,7 +312,7 @@ pub fn record<W: Write + Seek>(
     let mut terminated_at = None;
     let (ended, emulator_rss_kib) = loop {
         let moved = drain.round(&mut writer)?;
-        if let Some((ended, rusage)) = reap(&child)? {
+        if let Some((ended, rusage)) = child.reap()? {
             break (ended, rusage.ru_maxrss as u64);
         }
         if stop.load(Ordering::Relaxed) && !interrupted {
@@ -358,8 +324,7 @@ pub fn record<W: Write + Seek>(
         }
         if let Some(at) = terminated_at {
             if at.elapsed() > Duration::from_millis(500) {
-                // SAFETY: signals our own child.
-                unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+                child.terminate();
                 terminated_at = None;
             }
         }
