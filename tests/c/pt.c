@@ -70,6 +70,17 @@ static int has_psb(const unsigned char *b, size_t n)
 	return 0;
 }
 
+/* Traces `e`; each PMI it raised is taken at once, as the CPU takes it
+ * after the write that raised it. Returns the PMIs. */
+static int trace_and_take_pmis(perfaux_pt_cpu *pt, const perfaux_trace_event *e)
+{
+	int r = perfaux_pt_trace(pt, e);
+	CHECK(r >= 0);
+	for (int k = 0; k < r; k++)
+		EXPECT(perfaux_pt_handle_pmi(pt), 0);
+	return r;
+}
+
 /* The synthetic program: branches, returns, time. Returns PMIs raised. */
 static int run_program(perfaux_pt_cpu *pt, unsigned steps)
 {
@@ -80,24 +91,16 @@ static int run_program(perfaux_pt_cpu *pt, unsigned steps)
 		perfaux_trace_event b = { .kind = PERFAUX_TRACE_CONDITIONAL,
 					   .flags = i % 3 == 0 ? PERFAUX_TRACE_TAKEN : 0,
 					   .target = 0x400000 };
-		int r = perfaux_pt_trace(pt, &b);
-		CHECK(r >= 0);
-		pmis += r;
+		pmis += trace_and_take_pmis(pt, &b);
 		if (i % 5 == 0) {
 			perfaux_trace_event t = { .kind = PERFAUX_TRACE_INDIRECT_JUMP,
 						   .target = 0x400000 + (i % 4096) * 16 };
-			r = perfaux_pt_trace(pt, &t);
-			CHECK(r >= 0);
-			pmis += r;
+			pmis += trace_and_take_pmis(pt, &t);
 		}
 		if (i % 100 == 0) {
 			perfaux_trace_event t = { .kind = PERFAUX_TRACE_TIME, .value = 1000000 + i };
-			r = perfaux_pt_trace(pt, &t);
-			CHECK(r >= 0);
-			pmis += r;
+			pmis += trace_and_take_pmis(pt, &t);
 		}
-		while (r-- > 0)
-			EXPECT(perfaux_pt_handle_pmi(pt), 0);
 	}
 	return pmis;
 }

@@ -158,6 +158,29 @@ impl IpCompressor {
             return (u128::from(kind.opcode()).to_le_bytes(), 1);
         };
         let bytes = self.compress(ip);
+        Self::packed(kind, ip, bytes)
+    }
+
+    /// [`encode_packed`](Self::encode_packed) with the whole IP, whatever
+    /// the last IP: 48 bits sign-extended (all 64 where the IP is not
+    /// canonical). For the FUP of a PSB+: a decoder that looks ahead into
+    /// a PSB+ for its FUP before it takes the PSB (Linux perf's
+    /// `intel_pt_fup_in_psb`, to walk to the FUP first) reads it against
+    /// the last IP before the PSB, not the reset one, and only a whole IP
+    /// means the same to both.
+    pub fn encode_whole(&mut self, kind: IpPacket, ip: u64) -> ([u8; 16], usize) {
+        let bytes = if sign_extend_48(ip) == ip {
+            IpBytes::SignExtended48
+        } else {
+            IpBytes::Full
+        };
+        self.last_ip = ip;
+        Self::packed(kind, ip, bytes)
+    }
+
+    /// `kind` with `ip` in `bytes`' encoding, packed.
+    #[inline(always)]
+    fn packed(kind: IpPacket, ip: u64, bytes: IpBytes) -> ([u8; 16], usize) {
         let n = bytes.payload_len();
         let header = ((bytes as u8) << 5) | kind.opcode();
         // The payload: the low `n` bytes of the IP (n is 0, 2, 4, 6 or 8).

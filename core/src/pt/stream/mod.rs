@@ -571,8 +571,11 @@ impl PacketStream {
         self.returns.clear();
         if self.enabled && self.config.branches {
             // A decoder walks to this FUP, past every event before the
-            // current one.
-            self.ip_packet(IpPacket::Fup, Some(self.current_ip), sink);
+            // current one. The whole IP: a decoder may read it before it
+            // takes the PSB's reset of the last IP (IpCompressor::
+            // encode_whole).
+            let (packet, n) = self.ip.encode_whole(IpPacket::Fup, self.current_ip);
+            self.put(packet.get(..n).unwrap_or(&packet), sink);
             self.covered = self.covered.max(self.events.saturating_sub(1));
         }
         self.put(&mode_exec(self.mode), sink);
@@ -717,9 +720,13 @@ mod tests {
             let psbs_after = out.0.windows(16).filter(|w| *w == PSB).count();
             if psbs_after > psbs_before {
                 let at = out.0.windows(16).rposition(|w| w == PSB).unwrap() + 16;
-                // FUP with 32 bits of IP (the last IP is 0 after the PSB).
-                assert_eq!(out.0[at] >> 5, IpBytes::Update32 as u8);
-                let fup = u32::from_le_bytes(out.0[at + 1..at + 5].try_into().unwrap());
+                // FUP with the whole IP (48 bits sign-extended), which no
+                // last IP can change.
+                assert_eq!(out.0[at] >> 5, IpBytes::SignExtended48 as u8);
+                let mut six = [0u8; 4];
+                six.copy_from_slice(&out.0[at + 1..at + 5]);
+                assert_eq!(&out.0[at + 5..at + 7], &[0, 0]);
+                let fup = u32::from_le_bytes(six);
                 assert_eq!(
                     u64::from(fup),
                     ip,
