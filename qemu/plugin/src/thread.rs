@@ -166,8 +166,9 @@ impl Thread {
             session,
             engine,
             flow: BlockFlow::new(),
-            // No call writes more than MAX_EVENTS_PER_CALL: a run never
-            // grows the vector.
+            // No call writes more than MAX_EVENTS_PER_CALL: a run grows
+            // the vector only while a signal's handler runs (up to
+            // SIGNAL_EVENTS_MAX events).
             events: Vec::with_capacity(RUN + 4 * MAX_EVENTS_PER_CALL),
             tsc: t,
             period: if engine_samples(session) { period } else { 0 },
