@@ -7,7 +7,7 @@
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::ptr::null_mut;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 use perfaux::pt::blocks::Block;
 use qemu_plugin_sys::{
@@ -37,6 +37,44 @@ const MAX_VCPUS: usize = 4096;
 /// when it runs untraced, else a `Box<Thread>` only that vCPU's host thread
 /// uses (the atexit callback takes them all once the others stopped).
 static THREADS: [AtomicPtr<Thread>; MAX_VCPUS] = [const { AtomicPtr::new(null_mut()) }; MAX_VCPUS];
+
+/// Set while vCPU `i`'s host thread is inside a system call callback (the
+/// only callbacks that may still run when the process's exit callback
+/// takes every thread: QEMU stops the vCPUs' blocks first, not their
+/// system calls). A handshake with [`EXITING`]: each side stores its flag,
+/// then reads the other's (SeqCst: the store is ordered before the load on
+/// both sides, so at least one sees the other).
+static IN_SYSCALL: [AtomicBool; MAX_VCPUS] = [const { AtomicBool::new(false) }; MAX_VCPUS];
+
+/// Set once the process's exit callback runs: no callback touches a
+/// thread after it.
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+/// A system call callback's hold on its vCPU's thread (see
+/// [`IN_SYSCALL`]); `None` once the process is exiting.
+struct InSyscall(&'static AtomicBool);
+
+impl InSyscall {
+    fn enter(vcpu: c_uint) -> Option<InSyscall> {
+        let flag = IN_SYSCALL.get(vcpu as usize)?;
+        // SeqCst: pairs with on_exit's store of EXITING and load of this
+        // flag (the handshake's two store-then-load sides).
+        flag.store(true, Ordering::SeqCst);
+        if EXITING.load(Ordering::SeqCst) {
+            flag.store(false, Ordering::SeqCst);
+            return None;
+        }
+        Some(InSyscall(flag))
+    }
+}
+
+impl Drop for InSyscall {
+    fn drop(&mut self) {
+        // SeqCst: pairs with on_exit's load, after which it takes the
+        // thread: everything this callback did to it is before.
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
 
 /// The mark of a thread that runs untraced (no slot was free).
 const UNTRACED: *mut Thread = std::ptr::dangling_mut();
@@ -313,6 +351,9 @@ unsafe extern "C" fn on_syscall(
     _a7: u64,
     _a8: u64,
 ) {
+    let Some(_held) = InSyscall::enter(vcpu) else {
+        return;
+    };
     let Some(t) = thread(vcpu) else {
         return;
     };
@@ -347,6 +388,9 @@ fn forks(flags: u64) -> bool {
 
 /// `vcpu`'s system call `num` returns `ret`.
 unsafe extern "C" fn on_syscall_ret(_id: qemu_plugin_id_t, vcpu: c_uint, num: i64, ret: i64) {
+    let Some(_held) = InSyscall::enter(vcpu) else {
+        return;
+    };
     let Some(t) = thread(vcpu) else {
         return;
     };
@@ -435,11 +479,19 @@ fn forked(vcpu: c_uint) {
 /// signal): QEMU stopped the other vCPUs' blocks and callbacks; every
 /// thread of this process ends here.
 unsafe extern "C" fn on_exit(_id: qemu_plugin_id_t, _userdata: *mut c_void) {
-    for entry in &THREADS {
+    // SeqCst: the handshake with InSyscall::enter.
+    EXITING.store(true, Ordering::SeqCst);
+    for (entry, busy) in THREADS.iter().zip(&IN_SYSCALL) {
+        // A thread still in a system call callback finishes it first (it
+        // runs a bounded amount of work and takes no lock this waits on).
+        while busy.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
         let p = entry.swap(null_mut(), Ordering::Relaxed);
         if !p.is_null() && p != UNTRACED {
-            // SAFETY: taken out of the table; the vCPU it belonged to runs
-            // no more callbacks.
+            // SAFETY: taken out of the table; its vCPU runs no more block
+            // callbacks (QEMU stopped them) and no system call callback
+            // holds it or will (the handshake above).
             unsafe { Box::from_raw(p) }.end();
         }
     }
