@@ -379,18 +379,18 @@ impl<'b> BlockFlow<'b> {
     /// not known yet: the running block ends in an instruction that may go
     /// elsewhere than one fixed place (a Jcc, a RET, an indirect branch, a
     /// REP iteration) and `next` is not a place a Jcc or a REP goes by
-    /// itself; and no signal is pending already.
+    /// itself. A signal already pending must be resolved before another
+    /// is delivered.
     pub fn may_deliver(&self, next: u64) -> bool {
         let State::In(prev) = self.state else {
             return false;
         };
-        self.interrupted.is_none()
-            && match prev.kind {
-                Kind::Conditional => next != prev.target && next != prev.after,
-                Kind::Repeated => next != prev.at && next != prev.after,
-                Kind::Return | Kind::IndirectCall | Kind::Indirect => true,
-                Kind::FallThrough | Kind::Plain | Kind::Jump | Kind::Call | Kind::Trap => false,
-            }
+        match prev.kind {
+            Kind::Conditional => next != prev.target && next != prev.after,
+            Kind::Repeated => next != prev.at && next != prev.after,
+            Kind::Return | Kind::IndirectCall | Kind::Indirect => true,
+            Kind::FallThrough | Kind::Plain | Kind::Jump | Kind::Call | Kind::Trap => false,
+        }
     }
 
     /// Whether a signal's interrupted block waits for
@@ -405,9 +405,10 @@ impl<'b> BlockFlow<'b> {
     /// returns ([`resolve_interrupted`](Self::resolve_interrupted)). The
     /// platform writes the resolution's events before this call's, as the
     /// hardware would have written them. Without
-    /// [`may_deliver`](Self::may_deliver), an [`enter`](Self::enter).
+    /// [`may_deliver`](Self::may_deliver), or with a signal pending, an
+    /// [`enter`](Self::enter).
     pub fn deliver(&mut self, handler: &'b Block, tsc: u64, out: &mut impl FlowSink) -> u64 {
-        if !self.may_deliver(handler.start) {
+        if self.interrupted.is_some() || !self.may_deliver(handler.start) {
             return self.enter(handler, tsc, out);
         }
         if let State::In(prev) = self.state {
@@ -421,9 +422,12 @@ impl<'b> BlockFlow<'b> {
     /// The handler of a [`deliver`](Self::deliver)ed signal returned to
     /// `resume` (the kernel's `rt_sigreturn`): the interrupted block's
     /// exit toward it and the asynchronous exit there (FUP + TIP.PGD), to
-    /// be written where the signal was delivered. Returns the instructions
-    /// that retired (the interrupted block's); nothing when no signal
-    /// waits.
+    /// be written where the signal was delivered. When the handler will
+    /// not return (it left by a jump, the thread ends, another signal
+    /// came), `resume` is the handler's start: the block is taken as having
+    /// gone there, as a flow that does not know the handlers takes it.
+    /// Returns the instructions that retired (the interrupted block's);
+    /// nothing when no signal waits.
     pub fn resolve_interrupted(&mut self, resume: u64, tsc: u64, out: &mut impl FlowSink) -> u64 {
         let Some(prev) = self.interrupted.take() else {
             return 0;
@@ -433,24 +437,6 @@ impl<'b> BlockFlow<'b> {
         // unless the handler changed where the thread returns (then where
         // its code sent it is a guess).
         let went = self.take_exit(prev, resume, tsc, out).unwrap_or(resume);
-        out.event(TraceEvent::Async {
-            from: went,
-            to: None,
-        });
-        out.branch(went, 0);
-        self.retired - before
-    }
-
-    /// A [`deliver`](Self::deliver)ed signal's handler will not return
-    /// (it left by a jump, the thread ends, another signal came): the
-    /// interrupted block is taken as having gone to `handler`, where the
-    /// signal sent the thread, as a flow without the handler known does.
-    pub fn abandon_interrupted(&mut self, handler: u64, tsc: u64, out: &mut impl FlowSink) -> u64 {
-        let Some(prev) = self.interrupted.take() else {
-            return 0;
-        };
-        let before = self.retired;
-        let went = self.take_exit(prev, handler, tsc, out).unwrap_or(handler);
         out.event(TraceEvent::Async {
             from: went,
             to: None,
@@ -810,7 +796,7 @@ mod tests {
         // The Jcc's own targets are no delivery.
         assert!(!flow.may_deliver(0x1015) && !flow.may_deliver(0x1005));
         assert_eq!(flow.deliver(&h, 2, &mut log), 0);
-        assert!(flow.interrupted() && !flow.may_deliver(0x7000));
+        assert!(flow.interrupted());
         flow.system_call(&mut log); // rt_sigreturn
         // What the platform writes where the signal came: the Jcc was
         // taken (the handler returned to its target), the exit there.
@@ -865,7 +851,7 @@ mod tests {
     }
 
     #[test]
-    fn an_abandoned_signal_takes_the_branch_to_the_handler() {
+    fn a_signal_that_never_returns_takes_the_branch_to_the_handler() {
         let a = block(0x1000, 2, 0x1003, &[0xc3]); // ret
         let h = block(0x7000, 1, 0x7000, &[0x90]);
         let mut flow = BlockFlow::new();
@@ -873,7 +859,8 @@ mod tests {
         flow.enter(&a, 1, &mut log);
         flow.deliver(&h, 2, &mut log);
         let mut resolution = Log::default();
-        assert_eq!(flow.abandon_interrupted(0x7000, 3, &mut resolution), 2);
+        // It will not return: taken as gone to the handler.
+        assert_eq!(flow.resolve_interrupted(0x7000, 3, &mut resolution), 2);
         assert_eq!(
             resolution.events,
             [

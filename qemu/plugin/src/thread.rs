@@ -41,7 +41,7 @@ impl FlowSink for Events<'_> {
 /// The events of a run and the truth's branches.
 struct WithTruth<'a> {
     events: &'a mut Vec<TraceEvent>,
-    truth: &'a mut Truth,
+    truth: &'a mut Vec<[u64; 3]>,
 }
 
 impl FlowSink for WithTruth<'_> {
@@ -64,7 +64,7 @@ macro_rules! flow {
             None => $t.flow.$method($($arg,)* &mut Events(&mut $t.events)),
             Some(truth) => $t.flow.$method($($arg,)* &mut WithTruth {
                 events: &mut $t.events,
-                truth,
+                truth: truth.pending(),
             }),
         }
     };
@@ -171,7 +171,8 @@ impl Thread {
             // SIGNAL_EVENTS_MAX events).
             events: Vec::with_capacity(RUN + 4 * MAX_EVENTS_PER_CALL),
             tsc: t,
-            period: if engine_samples(session) { period } else { 0 },
+            // 0 when the run does not sample (no sampler is opened then).
+            period,
             count: 0,
             syscall: (-1, [0; 6]),
             truth: crate::truth::open(slot),
@@ -185,11 +186,11 @@ impl Thread {
     #[inline]
     pub fn block(&mut self, code: &'static Code) {
         let block = &code.block;
-        if self.sigreturn || code.handler.load(Ordering::Relaxed) {
-            self.signal_block(code);
-            return;
-        }
-        let retired = flow!(self, enter(block, self.tsc));
+        let retired = if self.sigreturn || code.handler.load(Ordering::Relaxed) {
+            self.signal_block(code)
+        } else {
+            flow!(self, enter(block, self.tsc))
+        };
         self.count(retired, block);
         if self.events.len() >= RUN {
             self.flush();
@@ -214,8 +215,9 @@ impl Thread {
     /// first block after one whose exit could have gone anywhere (the
     /// kernel delivered a signal between them), or the first block after
     /// `rt_sigreturn` (where the handler returned: the interrupted place).
+    /// Enters it; returns the instructions that retired.
     #[cold]
-    fn signal_block(&mut self, code: &'static Code) {
+    fn signal_block(&mut self, code: &'static Code) -> u64 {
         let block = &code.block;
         let is_handler = code.handler.load(Ordering::Relaxed);
         // A handler's block right after rt_sigreturn is another signal the
@@ -224,39 +226,18 @@ impl Thread {
         if std::mem::take(&mut self.sigreturn) && self.signal.is_some() && !is_handler {
             self.end_signal(Some(block.start()));
         }
-        let retired = if is_handler && self.deliverable(block.start()) {
-            if self.signal.is_some() {
-                // A signal in a handler: the first one's handler is taken
-                // as not returning.
-                self.end_signal(None);
-            }
-            self.signal = Some(Signal {
-                events: self.events.len(),
-                truth: self.truth.as_ref().map_or(0, Truth::pending),
-                handler: block.start(),
-            });
-            flow!(self, deliver(block, self.tsc))
-        } else {
-            flow!(self, enter(block, self.tsc))
-        };
-        self.count(retired, block);
-        if self.events.len() >= RUN {
-            self.flush();
+        if !(is_handler && self.flow.may_deliver(block.start())) {
+            return flow!(self, enter(block, self.tsc));
         }
-    }
-
-    /// Whether the running block's exit is unknown enough for a handler's
-    /// block after it to be a delivered signal (see
-    /// [`BlockFlow::may_deliver`]); with a signal pending already, whether
-    /// it would be without it.
-    fn deliverable(&self, next: u64) -> bool {
-        let mut flow = self.flow;
-        if flow.interrupted() {
-            // A copy without the pending signal, to ask about the block.
-            let mut sink = |_| {};
-            flow.abandon_interrupted(0, 0, &mut sink);
-        }
-        flow.may_deliver(next)
+        // A signal in a handler: the first one's handler is taken as not
+        // returning.
+        self.end_signal(None);
+        self.signal = Some(Signal {
+            events: self.events.len(),
+            truth: self.truth.as_mut().map_or(0, |t| t.pending().len()),
+            handler: block.start(),
+        });
+        flow!(self, deliver(block, self.tsc))
     }
 
     /// The pending signal's handler returned to `resume`, or (`None`) is
@@ -268,24 +249,20 @@ impl Thread {
             return;
         };
         let mut events = Vec::with_capacity(MAX_EVENTS_PER_CALL);
-        let mut truth = Truth::detached();
-        let tsc = self.tsc;
-        let retired = {
-            let mut sink = WithTruth {
-                events: &mut events,
-                truth: &mut truth,
-            };
-            match resume {
-                Some(r) => self.flow.resolve_interrupted(r, tsc, &mut sink),
-                None => self
-                    .flow
-                    .abandon_interrupted(signal.handler, tsc, &mut sink),
-            }
+        let mut truth = Vec::new();
+        let mut sink = WithTruth {
+            events: &mut events,
+            truth: &mut truth,
         };
+        // Not returning: gone to the handler, the flow's guess.
+        let resume = resume.unwrap_or(signal.handler);
+        let retired = self.flow.resolve_interrupted(resume, self.tsc, &mut sink);
         let at = signal.events.min(self.events.len());
         self.events.splice(at..at, events);
         if let Some(t) = self.truth.as_mut() {
-            t.insert_all(signal.truth, truth.take());
+            let pending = t.pending();
+            let at = signal.truth.min(pending.len());
+            pending.splice(at..at, truth);
         }
         if self.period != 0 {
             self.count += retired;
@@ -344,13 +321,14 @@ impl Thread {
     /// resumes at it after a TSC at or past the sample's time.
     #[cold]
     fn pmi(&mut self, next: &Block) {
-        let mark = self.truth.as_ref().map_or(0, Truth::pending);
+        let mark = self.truth.as_mut().map_or(0, |t| t.pending().len());
         flow!(self, interrupt());
         self.trace();
         if let Some(t) = self.truth.as_mut() {
             // Before the PMI's own exit (FUP + TIP.PGD), which the
             // interrupt above logged: the sample's history ends before it.
-            t.insert(mark, [truth::SAMPLE, next.start(), 0]);
+            let pending = t.pending();
+            pending.insert(mark.min(pending.len()), [truth::SAMPLE, next.start(), 0]);
         }
         if let Some(sampler) = self.engine.sampler {
             let data = SampleData {
@@ -521,9 +499,4 @@ impl Thread {
             && (self.engine.tracer.written()).saturating_sub(aux_tail.load(Ordering::Relaxed))
                 > self.engine.area.size() / 2
     }
-}
-
-/// Whether the run's threads sample (a sampler attr with a period).
-fn engine_samples(session: &Session) -> bool {
-    session.header().sampler_attr.sample_period != 0
 }
