@@ -457,10 +457,15 @@ fn forked(vcpu: c_uint) {
     let Some(parent) = thread(vcpu).map(|t| (t.pid, t.tid)) else {
         return;
     };
-    for entry in &THREADS {
+    for (v, (entry, busy)) in THREADS.iter().zip(&IN_SYSCALL).enumerate() {
         // The parent's threads: forgotten, not ended (that would write to
-        // the parent's slots).
+        // the parent's slots). Their host threads are not in the child:
+        // none holds a system call callback here, whatever the parent's
+        // flags said (this thread's own is held by this callback).
         entry.store(null_mut(), Ordering::Relaxed);
+        if v != vcpu as usize {
+            busy.store(false, Ordering::SeqCst);
+        }
     }
     let Some(session) = SESSION.get() else {
         return;

@@ -178,43 +178,36 @@ fn forget(maps: &mut Vec<Mmap>, start: u64, end: u64) {
     *maps = kept;
 }
 
-/// The 8 bytes the program has at `addr`, read as [`guest_str`] reads.
-pub fn guest_u64(addr: u64) -> Option<u64> {
-    let mut word = [0u8; 8];
-    let local = libc::iovec {
-        iov_base: word.as_mut_ptr().cast(),
-        iov_len: 8,
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut libc::c_void,
-        iov_len: 8,
-    };
-    // SAFETY: reads 8 bytes of this process into `word`; the kernel checks
-    // the remote range.
-    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
-    (n == 8).then(|| u64::from_le_bytes(word))
-}
-
-/// The NUL-terminated string the program passed at `addr` (guest addresses
-/// are the process's own in QEMU user mode), at most `max` bytes; read
-/// with `process_vm_readv`, so a bad address is `None`, not a fault.
-pub fn guest_str(addr: u64, max: usize) -> Option<Vec<u8>> {
-    let mut buf = vec![0u8; max];
+/// Reads what the program has at `addr` (guest addresses are the
+/// process's own in QEMU user mode) into `buf`, with `process_vm_readv`,
+/// so a bad address is a short read, not a fault: the bytes read.
+fn read_guest(addr: u64, buf: &mut [u8]) -> usize {
     let local = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
-        iov_len: max,
+        iov_len: buf.len(),
     };
     let remote = libc::iovec {
         iov_base: addr as *mut libc::c_void,
-        iov_len: max,
+        iov_len: buf.len(),
     };
-    // SAFETY: reads at most `max` bytes of this process into `buf`; the
-    // kernel checks the remote range (a partial read stops at a bad page).
+    // SAFETY: reads at most `buf.len()` bytes of this process into `buf`;
+    // the kernel checks the remote range (a read stops at a bad page).
     let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
-    if n <= 0 {
-        return None;
-    }
-    buf.truncate(n as usize);
+    n.max(0) as usize
+}
+
+/// The 8 bytes the program has at `addr`.
+pub fn guest_u64(addr: u64) -> Option<u64> {
+    let mut word = [0u8; 8];
+    (read_guest(addr, &mut word) == 8).then(|| u64::from_le_bytes(word))
+}
+
+/// The NUL-terminated string the program has at `addr`, if it ends within
+/// `max` bytes.
+pub fn guest_str(addr: u64, max: usize) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; max];
+    let n = read_guest(addr, &mut buf);
+    buf.truncate(n);
     let end = buf.iter().position(|&b| b == 0)?;
     buf.truncate(end);
     Some(buf)
@@ -252,6 +245,9 @@ mod tests {
         assert_eq!(guest_str(s.as_ptr() as u64, 64).unwrap(), b"/usr/bin/env");
         assert_eq!(guest_str(0, 64), None);
         assert_eq!(guest_str(8, 64), None);
+        let word = 0x1122_3344_5566_7788u64;
+        assert_eq!(guest_u64(std::ptr::from_ref(&word) as u64), Some(word));
+        assert_eq!(guest_u64(8), None);
     }
 
     #[test]
