@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use perfaux_cli::emu::{self, Ended, Mode, Options};
+use perfaux_cli::emu::{self, Mode, Options};
 
 use crate::output::{place, staged};
 use crate::record_cmd::{RecordArgs, interrupt_flag, mib};
@@ -182,9 +182,5 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             args.output.display()
         );
     }
-    let code = match outcome.ended {
-        Ended::Exited(c) => c,
-        e @ Ended::Killed(_) => e.code(),
-    };
-    Ok(ExitCode::from(code.clamp(0, 255) as u8))
+    Ok(ExitCode::from(outcome.ended.code().clamp(0, 255) as u8))
 }

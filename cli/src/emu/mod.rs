@@ -31,10 +31,10 @@ use self::drain::Drain;
 pub use self::drain::Summary;
 use self::session::Session;
 use crate::perfdata::synth::{self, IdIndexEntry};
-use crate::perfdata::{BuildId, Features, GroupDesc, Writer, WriterEvent, intel_pt_priv};
+use crate::perfdata::{BuildId, Features, GroupDesc, Writer, WriterEvent};
 
-/// The `attr.type` of the `intel_pt` PMU in the file.
-pub const PT_TYPE: u32 = 8;
+/// The `attr.type` of the `intel_pt` PMU in the file (the simulator's).
+pub use crate::sim::PT_TYPE;
 
 /// The sample and trailer fields of every event: the same `sample_id`
 /// layout in all of them, IDENTIFIER to find the event.
@@ -147,22 +147,11 @@ fn id_index(options: &Options) -> Vec<u8> {
 }
 
 /// `PERF_RECORD_AUXTRACE_INFO`: how perf decodes the trace. The TSC is
-/// perf time (`CLOCK_MONOTONIC` ns): shift 0, mult 1, zero 0. No context
-/// switch records: each thread has a slot (a CPU) of its own, and the
-/// AUXTRACE records name the thread.
+/// perf time (`CLOCK_MONOTONIC` ns): shift 0. No context switch records:
+/// each thread has a slot (a CPU) of its own, and the AUXTRACE records
+/// name the thread.
 fn auxtrace_info() -> Vec<u8> {
-    let mut priv_ = [0u64; intel_pt_priv::REQUIRED];
-    priv_[intel_pt_priv::PMU_TYPE] = u64::from(PT_TYPE);
-    priv_[intel_pt_priv::TIME_SHIFT] = 0;
-    priv_[intel_pt_priv::TIME_MULT] = 1;
-    priv_[intel_pt_priv::TIME_ZERO] = 0;
-    priv_[intel_pt_priv::CAP_USER_TIME_ZERO] = 1;
-    priv_[intel_pt_priv::TSC_BIT] = pt_bits::TSC;
-    priv_[intel_pt_priv::NORETCOMP_BIT] = pt_bits::NORETCOMP;
-    priv_[intel_pt_priv::HAVE_SCHED_SWITCH] = 0;
-    priv_[intel_pt_priv::SNAPSHOT_MODE] = 0;
-    priv_[intel_pt_priv::PER_CPU_MMAPS] = 1;
-    synth::intel_pt_auxtrace_info(&priv_)
+    synth::intel_pt_info(PT_TYPE, 0, false)
 }
 
 /// The GNU build-id of the ELF file at `path`.

@@ -177,6 +177,30 @@ pub fn intel_pt_auxtrace_info(priv_: &[u64; intel_pt_priv::REQUIRED]) -> Vec<u8>
         .finish()
 }
 
+/// `PERF_RECORD_AUXTRACE_INFO` of perfaux's Intel PT PMU (`attr.type`
+/// `pmu_type`), as its tracers write traces: perf time is the TSC shifted
+/// right by `time_shift` (`time_mult` 1, `time_zero` 0); the `tsc` and
+/// `noretcomp` config bits as masks (perf tests config & mask); context
+/// switches as `PERF_RECORD_SWITCH_CPU_WIDE` if `sched_switch`
+/// (`have_sched_switch` 3), else none (0: the AUXTRACE records name the
+/// thread); per-CPU mmaps; not snapshot mode (`perf record --aux-sample`
+/// is not `-S`, whatever the AUX area's mode).
+pub fn intel_pt_info(pmu_type: u32, time_shift: u64, sched_switch: bool) -> Vec<u8> {
+    use perfaux::pt::config::bits as pt_bits;
+    let mut priv_ = [0u64; intel_pt_priv::REQUIRED];
+    priv_[intel_pt_priv::PMU_TYPE] = u64::from(pmu_type);
+    priv_[intel_pt_priv::TIME_SHIFT] = time_shift;
+    priv_[intel_pt_priv::TIME_MULT] = 1;
+    priv_[intel_pt_priv::TIME_ZERO] = 0;
+    priv_[intel_pt_priv::CAP_USER_TIME_ZERO] = 1;
+    priv_[intel_pt_priv::TSC_BIT] = pt_bits::TSC;
+    priv_[intel_pt_priv::NORETCOMP_BIT] = pt_bits::NORETCOMP;
+    priv_[intel_pt_priv::HAVE_SCHED_SWITCH] = if sched_switch { 3 } else { 0 };
+    priv_[intel_pt_priv::SNAPSHOT_MODE] = 0;
+    priv_[intel_pt_priv::PER_CPU_MMAPS] = 1;
+    intel_pt_auxtrace_info(&priv_)
+}
+
 /// `PERF_RECORD_AUXTRACE` announcing `size` bytes of AUX data from AUX
 /// offset `offset`, read at time `reference`, of mmap `idx` (per CPU:
 /// `tid` is `u32::MAX`). The data follows the record (its header's size

@@ -5,7 +5,6 @@
 //! the kernel's `MMAP`, each thread's `COMM` and `MMAP2`).
 
 use perfaux::abi::misc;
-use perfaux::pt::config::bits as pt_bits;
 use perfaux::ring::SampleId;
 
 use super::code::Code;
@@ -13,7 +12,7 @@ use super::config::{Config, ID_FIELDS, PT_TYPE, leader_attr, leader_name, sample
 use super::elf;
 use super::program::Thread;
 use crate::perfdata::synth::{self, IdIndexEntry, Mapping};
-use crate::perfdata::{BuildId, Features, GroupDesc, WriterEvent, intel_pt_priv};
+use crate::perfdata::{BuildId, Features, GroupDesc, WriterEvent};
 
 /// The program's name (its COMM).
 pub const PROGRAM: &str = "perfaux-demo";
@@ -61,23 +60,9 @@ pub fn id_index(config: &Config) -> Vec<u8> {
 /// `PERF_RECORD_AUXTRACE_INFO` of the simulated Intel PT: how perf
 /// decodes the trace.
 pub fn auxtrace_info() -> Vec<u8> {
-    let mut priv_ = [0u64; intel_pt_priv::REQUIRED];
-    priv_[intel_pt_priv::PMU_TYPE] = u64::from(PT_TYPE);
-    // perf time = TSC / 2 (the 2 GHz TSC).
-    priv_[intel_pt_priv::TIME_SHIFT] = 1;
-    priv_[intel_pt_priv::TIME_MULT] = 1;
-    priv_[intel_pt_priv::TIME_ZERO] = 0;
-    priv_[intel_pt_priv::CAP_USER_TIME_ZERO] = 1;
-    // The config masks of `tsc` and `noretcomp` (perf tests config & mask).
-    priv_[intel_pt_priv::TSC_BIT] = pt_bits::TSC;
-    priv_[intel_pt_priv::NORETCOMP_BIT] = pt_bits::NORETCOMP;
-    // Context switches come as PERF_RECORD_SWITCH_CPU_WIDE.
-    priv_[intel_pt_priv::HAVE_SCHED_SWITCH] = 3;
-    // `perf record --aux-sample` is not snapshot mode (-S), whatever the
-    // AUX area's mode; a full trace is not either.
-    priv_[intel_pt_priv::SNAPSHOT_MODE] = 0;
-    priv_[intel_pt_priv::PER_CPU_MMAPS] = 1;
-    synth::intel_pt_auxtrace_info(&priv_)
+    // perf time = TSC / 2 (the 2 GHz TSC); context switches come as
+    // PERF_RECORD_SWITCH_CPU_WIDE.
+    synth::intel_pt_info(PT_TYPE, 1, true)
 }
 
 /// The trailer of a record `perf record` synthesizes for CPU `cpu`'s
