@@ -89,18 +89,34 @@ fn scratch() -> &'static Path {
 fn workload() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/workload.c");
-        let bin = scratch().join("workload");
-        let out = std::process::Command::new("cc")
-            .args(["-O1", "-g", "-pthread", "-no-pie", "-o"])
-            .arg(&bin)
-            .arg(&src)
-            .output()
-            .expect("a C compiler (cc) runs");
-        assert!(out.status.success(), "cc: {}", text(&out.stderr));
-        bin
+        compile(
+            "tests/programs/workload.c",
+            "workload",
+            &["-O1", "-g", "-pthread", "-no-pie"],
+        )
     })
     .clone()
+}
+
+/// `src` (from the crate's directory) compiled by `cc` with `flags` into
+/// the scratch directory as `name`.
+fn compile(src: &str, name: &str, flags: &[&str]) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(src);
+    let bin = scratch().join(name);
+    let out = std::process::Command::new("cc")
+        .args(flags)
+        .arg("-o")
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .expect("a C compiler (cc) runs");
+    assert!(
+        out.status.success(),
+        "cc {}: {}",
+        src.display(),
+        text(&out.stderr)
+    );
+    bin
 }
 
 /// A 1 MB file of base64 text (gzip's input), the same bytes every run.
@@ -564,6 +580,31 @@ fn asynchronous_signals_exit_where_their_handler_returns() {
         checked += 1;
     }
     assert!(checked >= 200, "{checked} signals in the loop");
+
+    // With AUX samples: those due while a handler runs wait for its return
+    // (the trace before them is written then); every history is still the
+    // truth's.
+    let data = scratch().join("timer-samples.data");
+    let truth_path = scratch().join("timer-samples.truth");
+    let out = record(
+        &data,
+        &[
+            "--aux-sample",
+            "-c",
+            "20000",
+            "--truth",
+            truth_path.to_str().unwrap(),
+        ],
+        &[bin.to_str().unwrap(), "timer"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let want = &read_truth(&truth_path).samples[&0];
+    let got = &perf_samples(&data)[&0];
+    assert_eq!(got.len(), want.len(), "samples");
+    assert!(got.len() > 100, "{} samples", got.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_eq!(g, w, "sample {i}: perf's history, then the truth");
+    }
 }
 
 /// The freestanding test program of the kernel module's perf phase
@@ -572,24 +613,18 @@ fn asynchronous_signals_exit_where_their_handler_returns() {
 fn step_prog() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kmod/guest/step_prog.c");
-        let bin = scratch().join("step_prog");
-        let out = std::process::Command::new("cc")
-            .args([
+        compile(
+            "../kmod/guest/step_prog.c",
+            "step_prog",
+            &[
                 "-O1",
                 "-static",
                 "-nostdlib",
                 "-fno-pie",
                 "-no-pie",
                 "-fno-stack-protector",
-                "-o",
-            ])
-            .arg(&bin)
-            .arg(&src)
-            .output()
-            .expect("a C compiler (cc) runs");
-        assert!(out.status.success(), "cc: {}", text(&out.stderr));
-        bin
+            ],
+        )
     })
     .clone()
 }
