@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use perfaux::abi::record_type;
 
+use super::ordering::RoundOrder;
 use super::packets::summarize;
 use super::{is_kernel_record, record_name, sample_id_of, word};
 use crate::perfdata::{
@@ -31,13 +32,13 @@ pub struct CheckReport {
 /// Checks the invariants of a faithful producer over a whole file: every
 /// record well-formed and 8-byte sized, samples parse by their event's
 /// sample_type, AUX sizes multiples of 8 and within `aux_sample_size`,
-/// string padding zero, trailers naming known ids, per-CPU time never going
-/// back, a PSB in every AUX payload of at least a PSB period + 256 bytes,
+/// string padding zero, trailers naming known ids, no record perf finds out
+/// of order ([`RoundOrder`]), a PSB in every AUX payload of at least a PSB period + 256 bytes,
 /// and every payload decoding from its first PSB to its end with TSCs that
 /// never go back.
 pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
     let mut rep = CheckReport::default();
-    let mut last_time: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut order = RoundOrder::default();
     let mut psb_period: Option<u64> = None;
     let mut seen_info = false;
     let sample_id_all = file.events.first().is_some_and(|e| e.attr.sample_id_all());
@@ -59,8 +60,9 @@ pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
                 r.len()
             ));
         }
-        let mut time_cpu: Option<(u32, u64)> = None;
+        let mut time: Option<u64> = None;
         match record.header.type_ {
+            user_record::FINISHED_ROUND => order.finished_round(),
             user_record::ID_INDEX => {
                 let n = word(r, 8) as usize;
                 if n.checked_mul(32).and_then(|b| b.checked_add(16)) != Some(r.len()) {
@@ -112,9 +114,7 @@ pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
                 match parse_sample(&e.attr, r) {
                     Err(err) => bad(format!("a {} sample that does not parse: {err}", e.name)),
                     Ok(s) => {
-                        if let (Some(cpu), Some(t)) = (s.cpu, s.time) {
-                            time_cpu = Some((cpu, t));
-                        }
+                        time = s.time;
                         if let Some(aux) = s.aux {
                             if aux.len() % 8 != 0 {
                                 bad(format!("AUX size {} is not a multiple of 8", aux.len()));
@@ -178,9 +178,7 @@ pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
                         if let Some(id) = tr.id.filter(|&id| file.event_for(Some(id)).is_none()) {
                             bad(format!("{} names unknown id {id}", record_name(t)));
                         }
-                        if let (Some(cpu), Some(time)) = (tr.cpu, tr.time) {
-                            time_cpu = Some((cpu, time));
-                        }
+                        time = tr.time;
                         let trailer = trailer_size(&file.events[0].attr);
                         let name_at = match t {
                             record_type::COMM => Some(16),
@@ -210,14 +208,12 @@ pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
             }
             _ => {}
         }
-        // Synthesized records carry time 0; everything the rings wrote
-        // moves forward on its CPU.
-        if let Some((cpu, time)) = time_cpu.filter(|&(_, t)| t != 0) {
-            let last = last_time.entry(cpu).or_insert(0);
-            if time < *last {
-                bad(format!("time {time} on CPU {cpu} goes back from {}", *last));
+        if let Some(t) = time {
+            if let Err(flushed) = order.queue(t) {
+                bad(format!(
+                    "time {t} comes after perf delivered {flushed}: an out of order event"
+                ));
             }
-            *last = time;
         }
     }
     for (cpu, run) in traces {
@@ -372,6 +368,53 @@ mod tests {
                 .any(|v| v.ends_with("AUX size 72 exceeds aux_sample_size 64")),
             "{:?}",
             big.violations
+        );
+    }
+
+    /// A file of one event (IDENTIFIER | TIME) whose samples carry
+    /// `times`, a 0 standing for a `PERF_RECORD_FINISHED_ROUND`.
+    fn file_with_times(times: &[u64]) -> Vec<u8> {
+        let mut attr = PerfEventAttr::new(136);
+        attr.sample_type = st::IDENTIFIER | st::TIME;
+        attr.flags = attr_flags::SAMPLE_ID_ALL;
+        let events = [WriterEvent {
+            attr,
+            name: "s".into(),
+            ids: vec![1],
+        }];
+        let mut w = Writer::create(Cursor::new(Vec::new()), &events).unwrap();
+        for &time in times {
+            let mut r = Vec::new();
+            if time == 0 {
+                r.extend_from_slice(&user_record::FINISHED_ROUND.to_le_bytes());
+                r.extend_from_slice(&[0, 0, 8, 0]);
+            } else {
+                r.extend_from_slice(&record_type::SAMPLE.to_le_bytes());
+                r.extend_from_slice(&[0, 0, 24, 0]);
+                r.extend_from_slice(&1u64.to_le_bytes());
+                r.extend_from_slice(&time.to_le_bytes());
+            }
+            w.record(&r).unwrap();
+        }
+        w.finish(&Features::default()).unwrap().into_inner()
+    }
+
+    #[test]
+    fn check_finds_the_records_perf_cannot_sort() {
+        let violations = |times: &[u64]| {
+            check(&PerfData::parse(&file_with_times(times)).unwrap())
+                .unwrap()
+                .violations
+        };
+        // An interrupt's records ahead of the one it interrupted: sorted
+        // within the rounds perf keeps open.
+        assert!(violations(&[10, 30, 20, 0, 25, 0, 40]).is_empty());
+        // Two rounds late: 30 was delivered before 25 came.
+        let late = violations(&[10, 30, 0, 40, 0, 25]);
+        assert_eq!(late.len(), 1, "{late:?}");
+        assert!(
+            late[0].ends_with("time 25 comes after perf delivered 30: an out of order event"),
+            "{late:?}"
         );
     }
 

@@ -5,6 +5,7 @@
 
 mod check;
 mod describe;
+mod ordering;
 mod packets;
 
 pub use check::{CheckReport, check};
