@@ -24,6 +24,8 @@
 //!   PMU in snapshot and full-trace modes;
 //! - [`insn`]: an x86-64 instruction length decoder and branch classifier,
 //!   for a tracer that follows a program one instruction at a time;
+//! - [`lbr`]: a software last-branch record, the branch stacks of samples
+//!   (`PERF_SAMPLE_BRANCH_STACK`) from the branches a flow takes;
 //! - [`ring`]: the data ring: output handles with NMI nesting, lost
 //!   records, wakeups, and its consumers;
 //! - [`PmuCaps`]: what a PMU can do, as those checks need to know;
@@ -247,6 +249,7 @@ mod caps;
 mod error;
 pub mod event;
 pub mod insn;
+pub mod lbr;
 pub mod platform;
 pub mod pmu;
 pub mod pt;

@@ -188,6 +188,53 @@ pub mod branch_sample_type {
     ];
 }
 
+/// `struct perf_branch_entry`'s third word (`include/uapi/linux/perf_event.h`,
+/// Linux 6.1): the flags of one `PERF_SAMPLE_BRANCH_STACK` entry, after its
+/// `from` and `to`.
+pub mod branch_flags {
+    /// `mispred`: the target was mispredicted.
+    pub const MISPRED: u64 = 1 << 0;
+    /// `predicted`: the target was predicted.
+    pub const PREDICTED: u64 = 1 << 1;
+    /// `in_tx`: the branch was in a transaction.
+    pub const IN_TX: u64 = 1 << 2;
+    /// `abort`: the branch aborted a transaction.
+    pub const ABORT: u64 = 1 << 3;
+    /// `cycles` (16 bits): cycles since the previous branch.
+    pub const CYCLES_SHIFT: u32 = 4;
+    /// `type` (4 bits): a `PERF_BR_*` from [`branch_type`](super::branch_type),
+    /// written with `PERF_SAMPLE_BRANCH_TYPE_SAVE`.
+    pub const TYPE_SHIFT: u32 = 20;
+    /// `spec` (2 bits): `PERF_BR_SPEC_*`.
+    pub const SPEC_SHIFT: u32 = 24;
+    /// `new_type` (4 bits): `PERF_BR_NEW_*`, when `type` is
+    /// `PERF_BR_EXTEND_ABI`.
+    pub const NEW_TYPE_SHIFT: u32 = 26;
+    /// `priv` (3 bits): a `PERF_BR_PRIV_*`, written with
+    /// `PERF_SAMPLE_BRANCH_PRIV_SAVE`.
+    pub const PRIV_SHIFT: u32 = 30;
+    /// `PERF_BR_PRIV_USER`: the branch's target is user code.
+    pub const PRIV_USER: u64 = 1;
+}
+
+/// `PERF_BR_*`: the branch types of [`branch_flags::TYPE_SHIFT`].
+pub mod branch_type {
+    /// `PERF_BR_UNKNOWN`.
+    pub const UNKNOWN: u64 = 0;
+    /// `PERF_BR_COND`: a conditional branch.
+    pub const COND: u64 = 1;
+    /// `PERF_BR_UNCOND`: an unconditional direct branch.
+    pub const UNCOND: u64 = 2;
+    /// `PERF_BR_IND`: an indirect branch.
+    pub const IND: u64 = 3;
+    /// `PERF_BR_CALL`: a direct call.
+    pub const CALL: u64 = 4;
+    /// `PERF_BR_IND_CALL`: an indirect call.
+    pub const IND_CALL: u64 = 5;
+    /// `PERF_BR_RET`: a function return.
+    pub const RET: u64 = 6;
+}
+
 /// x86-64 register numbering for `sample_regs_user` / `sample_regs_intr`
 /// (`arch/x86/include/uapi/asm/perf_regs.h`).
 pub mod x86_regs {

@@ -65,6 +65,7 @@
 
 use super::stream::TraceEvent;
 use crate::insn::{Branch, InsnError, decode};
+use crate::lbr::BranchKind;
 
 /// The most [`TraceEvent`]s one call of any [`BlockFlow`] method writes:
 /// the previous block's event, an asynchronous exit, TSC and TIP.PGE.
@@ -248,11 +249,12 @@ pub trait FlowSink {
     /// The next event for the tracer.
     fn event(&mut self, event: TraceEvent);
     /// Control went from `from` to `to` in a way a decoder reports as a
-    /// branch: a taken branch (its instruction's address and target), an
-    /// asynchronous exit (`to` 0) or the start of tracing (`from` 0).
-    /// For a ground truth; ignored by default.
-    fn branch(&mut self, from: u64, to: u64) {
-        let _ = (from, to);
+    /// branch: a taken branch of `kind` (its instruction's address and
+    /// target), or, with no kind, an asynchronous exit (`to` 0) or the
+    /// start of tracing (`from` 0). For a ground truth and a last-branch
+    /// record ([`Lbr`](crate::lbr::Lbr)); ignored by default.
+    fn branch(&mut self, from: u64, to: u64, kind: Option<BranchKind>) {
+        let _ = (from, to, kind);
     }
 }
 
@@ -330,7 +332,7 @@ impl<'b> BlockFlow<'b> {
             self.retired += u64::from(prev.insns);
             let from = prev.at;
             out.event(TraceEvent::Disable(None));
-            out.branch(from, 0);
+            out.branch(from, 0, None);
             self.state = State::Out(None);
         }
     }
@@ -346,7 +348,7 @@ impl<'b> BlockFlow<'b> {
                 from: block.start,
                 to: None,
             });
-            out.branch(block.start, 0);
+            out.branch(block.start, 0, None);
             self.state = State::Held(block);
         }
     }
@@ -369,7 +371,7 @@ impl<'b> BlockFlow<'b> {
                 from: prev.start,
                 to: None,
             });
-            out.branch(prev.start, 0);
+            out.branch(prev.start, 0, None);
         }
         self.state = State::Idle;
     }
@@ -441,7 +443,7 @@ impl<'b> BlockFlow<'b> {
             from: went,
             to: None,
         });
-        out.branch(went, 0);
+        out.branch(went, 0, None);
         self.retired - before
     }
 
@@ -449,7 +451,7 @@ impl<'b> BlockFlow<'b> {
     fn restart(next: u64, tsc: u64, out: &mut impl FlowSink) {
         out.event(TraceEvent::Time(tsc));
         out.event(TraceEvent::Enable(next));
-        out.branch(0, next);
+        out.branch(0, next, None);
     }
 
     /// `prev` ran to its end and the thread went to `next`: its
@@ -484,18 +486,18 @@ impl<'b> BlockFlow<'b> {
                 let taken = next != after && next == target;
                 let to = if taken { target } else { after };
                 if O::BRANCHES && taken {
-                    out.branch(at, to);
+                    out.branch(at, to, Some(BranchKind::Conditional));
                 }
                 out.event(TraceEvent::Conditional { taken, next: to });
                 to
             }
             Kind::Return => {
-                out.branch(at, next);
+                out.branch(at, next, Some(BranchKind::Return));
                 out.event(TraceEvent::Return { target: next });
                 next
             }
             Kind::Call => {
-                out.branch(at, target);
+                out.branch(at, target, Some(BranchKind::Call));
                 out.event(TraceEvent::Call {
                     target,
                     ret: after,
@@ -504,13 +506,13 @@ impl<'b> BlockFlow<'b> {
                 target
             }
             Kind::Jump => {
-                out.branch(at, target);
+                out.branch(at, target, Some(BranchKind::Jump));
                 out.event(TraceEvent::Jump { target });
                 target
             }
             Kind::Plain | Kind::FallThrough => after,
             Kind::IndirectCall => {
-                out.branch(at, next);
+                out.branch(at, next, Some(BranchKind::IndirectCall));
                 out.event(TraceEvent::Call {
                     target: next,
                     ret: after,
@@ -519,7 +521,7 @@ impl<'b> BlockFlow<'b> {
                 next
             }
             Kind::Indirect => {
-                out.branch(at, next);
+                out.branch(at, next, Some(BranchKind::IndirectJump));
                 out.event(TraceEvent::Indirect { target: next });
                 next
             }
@@ -534,7 +536,7 @@ impl<'b> BlockFlow<'b> {
                 // A trap (INT3, INT n) or a system call the platform did
                 // not report: the kernel ran and sent the thread to `next`.
                 out.event(TraceEvent::Disable(None));
-                out.branch(at, 0);
+                out.branch(at, 0, None);
                 Self::restart(next, tsc, out);
                 return None;
             }
@@ -549,7 +551,7 @@ impl<'b> BlockFlow<'b> {
             from: went,
             to: None,
         });
-        out.branch(went, 0);
+        out.branch(went, 0, None);
         Self::restart(next, tsc, out);
     }
 }
@@ -564,14 +566,16 @@ mod tests {
     struct Log {
         events: Vec<TraceEvent>,
         branches: Vec<(u64, u64)>,
+        kinds: Vec<Option<BranchKind>>,
     }
 
     impl FlowSink for Log {
         fn event(&mut self, e: TraceEvent) {
             self.events.push(e);
         }
-        fn branch(&mut self, from: u64, to: u64) {
+        fn branch(&mut self, from: u64, to: u64, kind: Option<BranchKind>) {
             self.branches.push((from, to));
+            self.kinds.push(kind);
         }
     }
 
@@ -589,13 +593,15 @@ mod tests {
         }
         log.events.drain(..2);
         log.branches.remove(0);
+        log.kinds.remove(0);
         (flow.retired(), log)
     }
 
     #[test]
     fn each_branch_kind_makes_the_event_perf_expects() {
         let at = 0x40_0010;
-        let cases: &[(&[u8], u64, TraceEvent)] = &[
+        use BranchKind as K;
+        let cases: &[(&[u8], u64, TraceEvent, Option<K>)] = &[
             (
                 &[0x74, 0x10],
                 at + 0x12,
@@ -603,6 +609,7 @@ mod tests {
                     taken: true,
                     next: at + 0x12,
                 },
+                Some(K::Conditional),
             ),
             (
                 &[0x74, 0x10],
@@ -611,8 +618,14 @@ mod tests {
                     taken: false,
                     next: at + 2,
                 },
+                None,
             ),
-            (&[0xeb, 0x00], at + 2, TraceEvent::Jump { target: at + 2 }),
+            (
+                &[0xeb, 0x00],
+                at + 2,
+                TraceEvent::Jump { target: at + 2 },
+                Some(K::Jump),
+            ),
             (
                 &[0xe8, 0x10, 0, 0, 0],
                 at + 0x15,
@@ -621,6 +634,7 @@ mod tests {
                     ret: at + 5,
                     indirect: false,
                 },
+                Some(K::Call),
             ),
             (
                 &[0xff, 0xd0],
@@ -630,16 +644,31 @@ mod tests {
                     ret: at + 2,
                     indirect: true,
                 },
+                Some(K::IndirectCall),
             ),
-            (&[0xc3], 0x999, TraceEvent::Return { target: 0x999 }),
-            (&[0xff, 0xe0], 0x777, TraceEvent::Indirect { target: 0x777 }),
+            (
+                &[0xc3],
+                0x999,
+                TraceEvent::Return { target: 0x999 },
+                Some(K::Return),
+            ),
+            (
+                &[0xff, 0xe0],
+                0x777,
+                TraceEvent::Indirect { target: 0x777 },
+                Some(K::IndirectJump),
+            ),
         ];
-        for (code, next, event) in cases {
+        for (code, next, event, kind) in cases {
             let a = block(0x40_0000, 4, at, code);
             let b = block(*next, 1, *next, &[0x90]);
             let (retired, log) = run(&[a, b]);
             assert_eq!(log.events, [*event], "{code:x?}");
             assert_eq!(retired, 4, "{code:x?}");
+            // A taken branch is reported with its kind; a Jcc not taken is
+            // no branch.
+            let taken: Vec<_> = kind.iter().map(|k| Some(*k)).collect();
+            assert_eq!(log.kinds, taken, "{code:x?}");
         }
     }
 

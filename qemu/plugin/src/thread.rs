@@ -10,6 +10,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use perfaux::abi::misc;
+use perfaux::lbr::BranchKind;
 use perfaux::pt::blocks::{Block, BlockFlow, FlowSink, MAX_EVENTS_PER_CALL};
 use perfaux::pt::stream::TraceEvent;
 use perfaux::sample::SampleData;
@@ -50,7 +51,7 @@ impl FlowSink for WithTruth<'_> {
         self.events.push(event);
     }
     #[inline]
-    fn branch(&mut self, from: u64, to: u64) {
+    fn branch(&mut self, from: u64, to: u64, _: Option<BranchKind>) {
         self.truth.push([truth::BRANCH, from, to]);
     }
 }
