@@ -4,6 +4,7 @@
 //! `perfaux record` runs ([`sim`]), and the checks and packet summaries of
 //! `perfaux dump` ([`dump`]).
 
+pub mod branch_filter;
 pub mod dump;
 pub mod emu;
 pub mod perfdata;

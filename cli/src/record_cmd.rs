@@ -85,7 +85,16 @@ pub struct RecordArgs {
     /// default 4096), instead of the whole trace.
     #[arg(long, value_name = "SIZE", num_args = 0..=1, default_missing_value = "4096", requires = "program")]
     pub(crate) aux_sample: Option<u32>,
-    /// With a program and --aux-sample: instructions between samples
+    /// Every sample carries the newest 32 taken branches (a branch stack,
+    /// as Intel's LBR gives `perf record -b`; user branches).
+    #[arg(short = 'b', long = "branch-any", conflicts_with = "branch_filter")]
+    pub(crate) branch_any: bool,
+    /// Branch stacks of the branches FILTER names: perf's comma-separated
+    /// words (any, any_call, any_ret, ind_call, ind_jmp, call, cond; u;
+    /// save_type, hw_index, priv, no_flags, no_cycles, no_tx).
+    #[arg(short = 'j', long = "branch-filter", value_name = "FILTER")]
+    pub(crate) branch_filter: Option<String>,
+    /// With a program and --aux-sample or -b: instructions between samples
     /// (perf's `-c`).
     #[arg(
         short = 'c',
@@ -107,6 +116,20 @@ pub struct RecordArgs {
     /// arguments (after `--`). Without one, the simulator runs.
     #[arg(last = true, value_name = "PROGRAM")]
     pub program: Vec<std::ffi::OsString>,
+}
+
+impl RecordArgs {
+    /// The samples' `branch_sample_type` (`-b`, `-j`), `None` without
+    /// branch stacks.
+    pub(crate) fn branches(&self) -> Result<Option<u64>, String> {
+        let bits = match (&self.branch_filter, self.branch_any) {
+            (Some(filter), _) => perfaux_cli::branch_filter::parse(filter)?,
+            (None, true) => perfaux_cli::branch_filter::ANY,
+            (None, false) => return Ok(None),
+        };
+        perfaux_cli::branch_filter::check(bits)?;
+        Ok(Some(bits))
+    }
 }
 
 /// Where the program's ELF goes: beside the output, named after it (a

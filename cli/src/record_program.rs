@@ -41,10 +41,11 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
                 .into(),
         );
     }
-    let mode = if args.aux_sample.is_some() {
-        Mode::Sample
-    } else {
-        Mode::Full
+    let branches = args.branches()?;
+    let mode = match (args.aux_sample, branches) {
+        (Some(_), _) => Mode::Sample,
+        (None, Some(_)) => Mode::Branches,
+        (None, None) => Mode::Full,
     };
     let options = Options {
         program: args.program.clone(),
@@ -56,6 +57,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         max_threads: args.max_threads,
         cmdline: std::env::args().collect(),
         truth: args.truth.is_some(),
+        branches,
     };
     if args.truth.as_deref() == Some(args.output.as_path()) {
         return Err(format!(
@@ -103,9 +105,11 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             args.program[0].to_string_lossy(),
             s.threads,
             if s.threads == 1 { "" } else { "s" },
-            match mode {
-                Mode::Sample => "AUX samples",
-                Mode::Full => "full trace",
+            match (mode, branches) {
+                (Mode::Sample, None) => "AUX samples",
+                (Mode::Sample, Some(_)) => "AUX samples with branch stacks",
+                (Mode::Branches, _) => "samples with branch stacks",
+                (Mode::Full, _) => "full trace",
             }
         );
         let _ = writeln!(
@@ -121,6 +125,12 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
                 s.samples,
                 s.aux_samples,
                 mib(s.aux_sample_bytes)
+            );
+        } else if mode == Mode::Branches {
+            let _ = writeln!(
+                w,
+                "  samples   {} ({} branches in their stacks)",
+                s.samples, s.stack_branches
             );
         } else {
             let _ = writeln!(
@@ -150,16 +160,12 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
                 args.output.display()
             );
         }
-        let _ = writeln!(
-            w,
-            "next: perf script --itrace={} -F +brstacksym -i {}",
-            if mode == Mode::Sample {
-                "L16"
-            } else {
-                "i100000il16"
-            },
-            args.output.display()
-        );
+        let next = match mode {
+            Mode::Sample => "perf script --itrace=L16 -F +brstacksym",
+            Mode::Full => "perf script --itrace=i100000il16 -F +brstacksym",
+            Mode::Branches => "perf script -F ip,sym,brstacksym",
+        };
+        let _ = writeln!(w, "next: {next} -i {}", args.output.display());
         eprint!("{w}");
     }
     for t in &outcome.threads {

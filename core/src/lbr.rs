@@ -217,6 +217,8 @@ pub struct Lbr {
     entries: [[u64; 3]; LBR_DEPTH],
     top: usize,
     len: usize,
+    /// Branches recorded since the start (wrapping).
+    recorded: u64,
 }
 
 impl Lbr {
@@ -228,6 +230,7 @@ impl Lbr {
             entries: [[0; 3]; LBR_DEPTH],
             top: LBR_DEPTH - 1,
             len: 0,
+            recorded: 0,
         }
     }
 
@@ -254,6 +257,7 @@ impl Lbr {
         self.top = (self.top + 1) % LBR_DEPTH;
         self.entries[self.top] = entry;
         self.len = (self.len + 1).min(LBR_DEPTH);
+        self.recorded = self.recorded.wrapping_add(1);
         true
     }
 
@@ -280,7 +284,14 @@ impl Lbr {
         self.entries[(self.top + LBR_DEPTH - newer) % LBR_DEPTH] = entry;
         // INVARIANT: one more entry, at most LBR_DEPTH; `top` in range.
         self.len = (self.len + 1).min(LBR_DEPTH);
+        self.recorded = self.recorded.wrapping_add(1);
         true
+    }
+
+    /// Branches recorded since the start (wrapping): the difference of two
+    /// readings is the `newer` of [`record_before`](Self::record_before).
+    pub const fn recorded(&self) -> u64 {
+        self.recorded
     }
 
     /// Forgets every entry (`intel_pmu_lbr_reset`).

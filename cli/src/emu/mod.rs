@@ -65,12 +65,30 @@ pub struct Options {
     pub cmdline: Vec<String>,
     /// Keep the ground truth ([`Outcome::truth`]).
     pub truth: bool,
+    /// The samples' `branch_sample_type` when they carry branch stacks
+    /// (`-b`, `-j`); alone ([`Mode::Branches`]) or beside AUX samples.
+    pub branches: Option<u64>,
 }
 
-/// The PT leader's attr, as `perf record -e intel_pt//u` opens it: TSC
-/// packets, return compression, `psb_period=0`, and the side band (COMM,
-/// MMAP2, FORK/EXIT) it carries as perf's tracking event would.
-pub fn leader_attr(mode: Mode) -> PerfEventAttr {
+/// The side band every leader carries (COMM, MMAP2, FORK/EXIT), as perf's
+/// tracking event would.
+const SIDE_BAND: u64 = attr_flags::MMAP
+    | attr_flags::MMAP2
+    | attr_flags::COMM
+    | attr_flags::COMM_EXEC
+    | attr_flags::TASK;
+
+/// The leader's attr. The PT leader, as `perf record -e intel_pt//u` opens
+/// it: TSC packets, return compression, `psb_period=0`, with the side
+/// band. For branch stacks alone, the sampler (`instructions:u -b`) with
+/// the side band.
+pub fn leader_attr(options: &Options) -> PerfEventAttr {
+    let mode = options.mode;
+    if mode == Mode::Branches {
+        let mut a = sampler_attr(options);
+        a.flags |= SIDE_BAND;
+        return a;
+    }
     let mut a = PerfEventAttr::new(136);
     a.type_ = PT_TYPE;
     a.config = pt_bits::TSC;
@@ -80,11 +98,7 @@ pub fn leader_attr(mode: Mode) -> PerfEventAttr {
         | attr_flags::EXCLUDE_GUEST
         | attr_flags::EXCLUDE_KERNEL
         | attr_flags::EXCLUDE_HV
-        | attr_flags::MMAP
-        | attr_flags::MMAP2
-        | attr_flags::COMM
-        | attr_flags::COMM_EXEC
-        | attr_flags::TASK;
+        | SIDE_BAND;
     if mode == Mode::Full {
         a.aux_watermark = 0; // half the area, the kernel's default
     }
@@ -92,8 +106,8 @@ pub fn leader_attr(mode: Mode) -> PerfEventAttr {
 }
 
 /// The sampler's attr, `instructions:u` every `period` retired user
-/// instructions, with `aux_sample_size` bytes of trace; period 0 when the
-/// run does not sample.
+/// instructions, with `aux_sample_size` bytes of trace (AUX samples) and
+/// branch stacks (`-b`); period 0 when the run does not sample.
 pub fn sampler_attr(options: &Options) -> PerfEventAttr {
     let mut a = PerfEventAttr::new(136);
     a.type_ = 0; // PERF_TYPE_HARDWARE
@@ -104,9 +118,15 @@ pub fn sampler_attr(options: &Options) -> PerfEventAttr {
         | attr_flags::EXCLUDE_KERNEL
         | attr_flags::EXCLUDE_HV;
     if options.mode == Mode::Sample {
-        a.sample_period = options.period;
         a.sample_type |= st::AUX;
         a.aux_sample_size = options.aux_sample_size;
+    }
+    if options.mode != Mode::Full {
+        a.sample_period = options.period;
+    }
+    if let Some(bits) = options.branches {
+        a.sample_type |= st::BRANCH_STACK;
+        a.branch_sample_type = bits;
     }
     a
 }
@@ -115,6 +135,13 @@ pub fn sampler_attr(options: &Options) -> PerfEventAttr {
 /// each with one id per slot.
 fn events(options: &Options, leader: PerfEventAttr, sampler: PerfEventAttr) -> Vec<WriterEvent> {
     let ids = |k| (0..options.max_threads).map(|s| event_id(s, k)).collect();
+    if options.mode == Mode::Branches {
+        return vec![WriterEvent {
+            attr: leader,
+            name: "instructions:u".into(),
+            ids: ids(0),
+        }];
+    }
     let mut events = vec![WriterEvent {
         attr: leader,
         name: "intel_pt//u".into(),
@@ -194,7 +221,8 @@ fn features(options: &Options, threads: u32, build_ids: Vec<BuildId>) -> Feature
         },
         event_names: Vec::new(),
         build_ids,
-        auxtrace_index: Some(Vec::new()),
+        auxtrace_index: (options.mode != Mode::Branches).then(Vec::new),
+        branch_stack: options.branches.is_some(),
     }
 }
 
@@ -260,25 +288,40 @@ pub fn record<W: Write + Seek>(
     let program = launch::resolve(&options.program)?;
     let qemu = launch::qemu()?;
     let plugin = launch::plugin()?;
-    if options.period == 0 && options.mode == Mode::Sample {
+    if options.period == 0 && options.mode != Mode::Full {
         return Err("-c 0: a counter must overflow after at least one instruction".into());
     }
+    if let Some(bits) = options.branches {
+        crate::branch_filter::check(bits)?;
+    }
+    let aux_pages = if options.mode == Mode::Branches {
+        0
+    } else {
+        options.aux_pages
+    };
     let layout = Layout::new(
         options.max_threads,
         options.data_pages,
-        options.aux_pages,
+        aux_pages,
         options.mode,
     )
     .map_err(|e| e.to_string())?;
-    let leader = leader_attr(options.mode);
-    let sampler = sampler_attr(options);
+    let leader = leader_attr(options);
+    let sampler = if options.mode == Mode::Branches {
+        leader
+    } else {
+        sampler_attr(options)
+    };
     let session = Session::create(layout, leader, sampler)?;
     let file_events = events(options, leader, sampler);
     let mut writer = Writer::create(out, &file_events).map_err(|e| format!("writing: {e}"))?;
     let mut drain = Drain::new(&session, sampler);
     writer
         .record(&id_index(options))
-        .and_then(|()| writer.record(&auxtrace_info()))
+        .and_then(|()| match options.mode {
+            Mode::Branches => Ok(()),
+            Mode::Sample | Mode::Full => writer.record(&auxtrace_info()),
+        })
         .map_err(|e| format!("writing: {e}"))?;
     let truth_dir = if options.truth {
         Some(

@@ -64,6 +64,9 @@ pub struct Features {
     /// `-F +brstackinsn`. [`Writer`](super::Writer) lists the AUXTRACE
     /// records it wrote, so a writer's caller passes `Some(vec![])`.
     pub auxtrace_index: Option<Vec<IndexEntry>>,
+    /// `HEADER_BRANCH_STACK`: samples carry branch stacks (`perf record`
+    /// keeps the empty section when an event has `PERF_SAMPLE_BRANCH_STACK`).
+    pub branch_stack: bool,
 }
 
 /// The feature part of a file for `sections` (bit, bytes, in bit order),
@@ -217,6 +220,9 @@ impl Features {
             }
             out.push((feature::EVENT_DESC, b));
         }
+        if self.branch_stack {
+            out.push((feature::BRANCH_STACK, Vec::new()));
+        }
         if !self.pmu_mappings.is_empty() {
             let mut b = Vec::new();
             b.extend_from_slice(&(self.pmu_mappings.len() as u32).to_le_bytes());
@@ -257,6 +263,7 @@ impl Features {
             feature::VERSION => self.version = Some(c.string()?),
             feature::ARCH => self.arch = Some(c.string()?),
             feature::NRCPUS => self.nr_cpus = Some((c.u32()?, c.u32()?)),
+            feature::BRANCH_STACK => self.branch_stack = true,
             feature::CMDLINE => {
                 let n = c.u32()?;
                 let mut args = Vec::new();

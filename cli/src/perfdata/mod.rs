@@ -19,7 +19,9 @@ pub use features::{BuildId, Features, GroupDesc, IndexEntry};
 pub use inflate::inflate;
 pub use reader::{FileEvent, FormatError, PerfData, Record, Records};
 pub use repair::{Repaired, repair};
-pub use sample::{ParsedSample, SampleIdTrailer, parse_sample, parse_trailer, trailer_size};
+pub use sample::{
+    ParsedBranchStack, ParsedSample, SampleIdTrailer, parse_sample, parse_trailer, trailer_size,
+};
 pub use writer::{PipeWriter, RecordWriter, Writer, WriterEvent};
 
 /// `PERFILE2`, the magic of version 2 files, as stored (little endian).
@@ -53,6 +55,9 @@ pub mod feature {
     pub const CMDLINE: u32 = 11;
     /// `HEADER_EVENT_DESC`: every event's attr, name and ids.
     pub const EVENT_DESC: u32 = 12;
+    /// `HEADER_BRANCH_STACK`: an empty section saying samples carry
+    /// branch stacks (perf report's `--branch-history` asks for it).
+    pub const BRANCH_STACK: u32 = 15;
     /// `HEADER_PMU_MAPPINGS`: PMU type numbers and names.
     pub const PMU_MAPPINGS: u32 = 16;
     /// `HEADER_GROUP_DESC`: event groups.
@@ -66,7 +71,10 @@ pub mod feature {
     /// (`feat_ops[].synthesize`: the `FEAT_OPR` features; `FEAT_OPN` ones
     /// such as the build-ids and the AUXTRACE index need a seekable file).
     pub fn in_pipe(bit: u32) -> bool {
-        !matches!(bit, 1 | BUILD_ID | 15 | AUXTRACE | 19 | 20 | 24 | 30)
+        !matches!(
+            bit,
+            1 | BUILD_ID | BRANCH_STACK | AUXTRACE | 19 | 20 | 24 | 30
+        )
     }
     /// Size of the bitmap in bits (`HEADER_FEAT_BITS`).
     pub const BITS: u32 = 256;
@@ -91,7 +99,7 @@ pub mod feature {
             10 => "total_mem",
             13 => "cpu_topology",
             14 => "numa_topology",
-            15 => "branch_stack",
+            BRANCH_STACK => "branch_stack",
             19 => "stat",
             20 => "cache",
             21 => "sample_time",
@@ -235,6 +243,7 @@ mod tests {
                 path: "/tmp/perf.data.perfaux-demo".into(),
             }],
             auxtrace_index: Some(Vec::new()),
+            branch_stack: true,
         }
     }
 
@@ -290,6 +299,7 @@ mod tests {
                 feature::NRCPUS,
                 feature::CMDLINE,
                 feature::EVENT_DESC,
+                feature::BRANCH_STACK,
                 feature::PMU_MAPPINGS,
                 feature::GROUP_DESC,
                 feature::AUXTRACE
@@ -310,14 +320,15 @@ mod tests {
         let file = PerfData::parse(&bytes).unwrap();
         assert!(file.pipe && file.truncated.is_none());
         assert_written(&file, &events, &records);
-        // The features perf writes to a pipe: not the build-ids nor the
-        // AUXTRACE index, which need a seekable file.
+        // The features perf writes to a pipe: not the build-ids, the
+        // branch-stack flag nor the AUXTRACE index (no FEAT_OPR synthesis).
         assert_eq!(
             file.features,
             Features {
                 event_names: vec!["intel_pt//".into(), "cycles".into()],
                 build_ids: Vec::new(),
                 auxtrace_index: None,
+                branch_stack: false,
                 ..features
             }
         );

@@ -87,6 +87,8 @@ pub fn repair(bytes: &[u8]) -> Result<Option<Repaired>, FormatError> {
     // The one feature that can be rebuilt from the records: the index.
     let rebuilt = Features {
         auxtrace_index: had_index.then_some(index),
+        // An empty section: kept as it was announced.
+        branch_stack: announced.contains(&feature::BRANCH_STACK),
         ..Features::default()
     };
     let (feature_part, bitmap) = lay_out(end, &rebuilt.encode(&[]));
@@ -98,7 +100,7 @@ pub fn repair(bytes: &[u8]) -> Result<Option<Repaired>, FormatError> {
         cut_at: end,
         features_lost: announced
             .iter()
-            .filter(|&&bit| bit != feature::AUXTRACE)
+            .filter(|&&bit| bit != feature::AUXTRACE && bit != feature::BRANCH_STACK)
             .map(|&bit| feature::name(bit))
             .collect(),
         index: had_index.then_some(entries),

@@ -29,6 +29,41 @@ pub struct ParsedSample<'a> {
     pub aux: Option<&'a [u8]>,
     /// Offset of the AUX size word in the record (AUX).
     pub aux_offset: usize,
+    /// BRANCH_STACK.
+    pub branch_stack: Option<ParsedBranchStack<'a>>,
+}
+
+/// A sample's `PERF_SAMPLE_BRANCH_STACK`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ParsedBranchStack<'a> {
+    /// `hw_idx`, when `branch_sample_type` has `HW_INDEX`.
+    pub hw_index: Option<u64>,
+    /// The entries' bytes: `nr` of (from, to, flags), 24 bytes each.
+    entries: &'a [u8],
+}
+
+impl ParsedBranchStack<'_> {
+    /// Entries (`nr`).
+    pub fn len(&self) -> usize {
+        self.entries.len() / 24
+    }
+
+    /// Whether the stack has no entry.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The entries, newest first: (from, to, flags).
+    pub fn entries(&self) -> impl Iterator<Item = [u64; 3]> + '_ {
+        self.entries.chunks_exact(24).map(|e| {
+            let w = |k: usize| {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&e[8 * k..8 * k + 8]);
+                u64::from_le_bytes(b)
+            };
+            [w(0), w(1), w(2)]
+        })
+    }
 }
 
 /// The `sample_id` trailer of a non-sample record (`sample_id_all`).
@@ -144,13 +179,16 @@ pub fn parse_sample<'a>(
     }
     if t & st::BRANCH_STACK != 0 {
         let nr = c.u64("BRANCH_STACK nr")?;
-        if attr.branch_sample_type & bst::HW_INDEX != 0 {
-            c.u64("BRANCH_STACK hw_idx")?;
-        }
-        c.skip_words(nr.saturating_mul(3), "BRANCH_STACK entries")?;
+        let hw_index = if attr.branch_sample_type & bst::HW_INDEX != 0 {
+            Some(c.u64("BRANCH_STACK hw_idx")?)
+        } else {
+            None
+        };
+        let entries = c.take(nr.saturating_mul(24), "BRANCH_STACK entries")?;
         if attr.branch_sample_type & bst::COUNTERS != 0 {
             c.skip_words(nr, "BRANCH_STACK counters")?;
         }
+        s.branch_stack = Some(ParsedBranchStack { hw_index, entries });
     }
     if t & st::REGS_USER != 0 {
         let abi = c.u64("REGS_USER abi")?;

@@ -4,7 +4,8 @@
 //! ring and AUX area (`perf_mmap`, `rb_alloc_aux`), the PT driver's ToPA
 //! buffer (`pt_buffer_setup_aux`), the software tracer behind the PT PMU,
 //! and the group of the PT leader with its sampler writing into the
-//! leader's buffer (`PERF_EVENT_IOC_SET_OUTPUT`).
+//! leader's buffer (`PERF_EVENT_IOC_SET_OUTPUT`); or, for branch stacks
+//! alone (`perf record -e instructions:u -b`), the sampler by itself.
 //!
 //! The objects borrow one another as the kernel's refer to each other by
 //! pointer. A slot is claimed once and its thread's engine lives until the
@@ -79,6 +80,17 @@ impl Pmu for CounterPmu {
     fn stop(&self, _: &EventInfo<'_>, _: u32) {}
 }
 
+/// A thread's PT half: the AUX area, the software tracer, and the PT PMU
+/// over them.
+pub struct Pt {
+    /// The leader's AUX area.
+    pub area: &'static AuxArea<'static>,
+    /// The software PT tracer.
+    pub tracer: &'static SoftTracer<'static>,
+    /// The PT PMU over `tracer`, `area` and the ring.
+    pub pmu: &'static AreaPtPmu<'static, 'static>,
+}
+
 /// One thread's engine objects.
 pub struct Engine {
     /// The slot (the thread's CPU).
@@ -87,13 +99,10 @@ pub struct Engine {
     pub platform: &'static ThreadPlatform,
     /// The leader's data ring.
     pub ring: &'static Ring<'static>,
-    /// The leader's AUX area.
-    pub area: &'static AuxArea<'static>,
-    /// The software PT tracer.
-    pub tracer: &'static SoftTracer<'static>,
-    /// The PT PMU over `tracer`, `area` and `ring`.
-    pub pt: &'static AreaPtPmu<'static, 'static>,
-    /// The PT leader.
+    /// The PT half; `None` when the sampler alone records
+    /// ([`Mode::Branches`]).
+    pub pt: Option<Pt>,
+    /// The group leader: the PT event, or the sampler when there is no PT.
     pub leader: &'static Event<'static>,
     /// The sampler, when the run samples.
     pub sampler: Option<&'static Event<'static>>,
@@ -119,63 +128,51 @@ impl Engine {
     /// block).
     pub fn new(session: &'static Session, slot: u32, pid: u32, tid: u32) -> Result<Engine, String> {
         let h = session.header();
-        let layout = session.layout();
-        let overwrite = layout.mode() == Mode::Sample;
+        let mode = session.layout().mode();
         let platform: &'static ThreadPlatform = Box::leak(Box::new(ThreadPlatform {
             cpu: slot,
             current: Cell::new((pid, tid)),
         }));
         let data: &'static [*mut u8] = Box::leak(session.data_pages(slot).into_boxed_slice());
-        let aux: &'static [*mut u8] = Box::leak(session.aux_pages(slot).into_boxed_slice());
         // SAFETY: the slot's pages are in the session mapping, alive for
         // the process; this thread claimed the slot, so only this ring
         // writes them and only the recorder's consumer reads them.
         let ring = unsafe { Ring::new(session.user_page(slot), data, 0, RingConfig::default()) }
             .map_err(|e| format!("data ring: {e:?}"))?;
         let ring: &'static Ring<'static> = Box::leak(Box::new(ring));
-        let config = AuxConfig {
-            overwrite,
-            ..AuxConfig::default()
+        let (pt, leader) = if mode == Mode::Branches {
+            let leader = Event::open(EventConfig {
+                attr: h.leader_attr,
+                pmu: &CounterPmu,
+                id: event_id(slot, 0),
+                cpu: slot as i32,
+                leader: None,
+                parent: None,
+            })
+            .map_err(|rule| format!("opening the sampler: {rule:?}"))?;
+            (None, leader)
+        } else {
+            let pt = Self::pt(session, slot, ring, platform)?;
+            let leader = Event::open(EventConfig {
+                attr: h.leader_attr,
+                pmu: pt.pmu,
+                id: event_id(slot, 0),
+                cpu: slot as i32,
+                leader: None,
+                parent: None,
+            })
+            .map_err(|rule| format!("opening the PT leader: {rule:?}"))?;
+            (Some(pt), leader)
         };
-        // SAFETY: as for the ring: the AUX pages are the claimed slot's;
-        // the tracer writes them and the recorder reads them below aux_head.
-        let area = unsafe { AuxArea::new(session.user_page(slot), aux, config) }
-            .map_err(|e| format!("AUX area: {e:?}"))?;
-        let area: &'static AuxArea<'static> = Box::leak(Box::new(area));
-        let tracer: &'static SoftTracer<'static> =
-            Box::leak(Box::new(SoftTracer::new(&IdentityMap, PSB_BASE)));
-        let tables: &'static mut [TopaTable] =
-            Box::leak(vec![TopaTable::new(); tables_for_pages(aux.len())].into_boxed_slice());
-        // SAFETY: the AUX pages are the slot's, alive for the process; only
-        // the tracer writes them through this buffer.
-        let buffer = unsafe { PtBuffer::new(tables, aux, overwrite, &IdentityMap) }
-            .map_err(|e| format!("ToPA: {e:?}"))?;
-        let buffer: &'static PtBuffer<'static> = Box::leak(Box::new(buffer));
-        let leader_attr = h.leader_attr;
-        let record_event = FixedEvent {
-            id: event_id(slot, 0),
-            sample_id: Some(trailer(&leader_attr, slot, 0, 0, 0)),
-        };
-        let pt = PtPmu::new(tracer, &IdentityMap, buffer, area, ring, record_event)
-            .map_err(|e| format!("PT PMU: {e:?}"))?
-            .with_platform(platform);
-        let pt: &'static AreaPtPmu<'static, 'static> = Box::leak(Box::new(pt));
+        let leader: &'static Event<'static> = Box::leak(Box::new(leader));
         let events: &'static Buffer<'static> = Box::leak(Box::new(Buffer {
             ring,
-            aux: Some(area),
+            aux: pt.as_ref().map(|pt| pt.area),
         }));
-        let leader = Event::open(EventConfig {
-            attr: leader_attr,
-            pmu: pt,
-            id: event_id(slot, 0),
-            cpu: slot as i32,
-            leader: None,
-            parent: None,
-        })
-        .map_err(|rule| format!("opening the PT leader: {rule:?}"))?;
-        let leader: &'static Event<'static> = Box::leak(Box::new(leader));
         leader.set_buffer(events);
-        let sampler = if h.sampler_attr.sample_period != 0 {
+        let sampler = if mode == Mode::Branches {
+            Some(leader)
+        } else if h.sampler_attr.sample_period != 0 {
             let e = Event::open(EventConfig {
                 attr: h.sampler_attr,
                 pmu: &CounterPmu,
@@ -200,11 +197,49 @@ impl Engine {
             slot,
             platform,
             ring,
-            area,
-            tracer,
             pt,
             leader,
             sampler,
         })
+    }
+
+    /// The PT half of slot `slot`: its AUX area (snapshot in sample mode),
+    /// the ToPA buffer over it, the tracer, and the PT PMU writing
+    /// `PERF_RECORD_AUX` into `ring`.
+    fn pt(
+        session: &'static Session,
+        slot: u32,
+        ring: &'static Ring<'static>,
+        platform: &'static ThreadPlatform,
+    ) -> Result<Pt, String> {
+        let overwrite = session.layout().mode() == Mode::Sample;
+        let aux: &'static [*mut u8] = Box::leak(session.aux_pages(slot).into_boxed_slice());
+        let config = AuxConfig {
+            overwrite,
+            ..AuxConfig::default()
+        };
+        // SAFETY: as for the ring: the AUX pages are the claimed slot's;
+        // the tracer writes them and the recorder reads them below aux_head.
+        let area = unsafe { AuxArea::new(session.user_page(slot), aux, config) }
+            .map_err(|e| format!("AUX area: {e:?}"))?;
+        let area: &'static AuxArea<'static> = Box::leak(Box::new(area));
+        let tracer: &'static SoftTracer<'static> =
+            Box::leak(Box::new(SoftTracer::new(&IdentityMap, PSB_BASE)));
+        let tables: &'static mut [TopaTable] =
+            Box::leak(vec![TopaTable::new(); tables_for_pages(aux.len())].into_boxed_slice());
+        // SAFETY: the AUX pages are the slot's, alive for the process; only
+        // the tracer writes them through this buffer.
+        let buffer = unsafe { PtBuffer::new(tables, aux, overwrite, &IdentityMap) }
+            .map_err(|e| format!("ToPA: {e:?}"))?;
+        let buffer: &'static PtBuffer<'static> = Box::leak(Box::new(buffer));
+        let record_event = FixedEvent {
+            id: event_id(slot, 0),
+            sample_id: Some(trailer(&session.header().leader_attr, slot, 0, 0, 0)),
+        };
+        let pmu = PtPmu::new(tracer, &IdentityMap, buffer, area, ring, record_event)
+            .map_err(|e| format!("PT PMU: {e:?}"))?
+            .with_platform(platform);
+        let pmu: &'static AreaPtPmu<'static, 'static> = Box::leak(Box::new(pmu));
+        Ok(Pt { area, tracer, pmu })
     }
 }

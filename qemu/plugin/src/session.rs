@@ -13,7 +13,7 @@ use perfaux_qemu_session::{Header, Layout, Mapped, SLOT_LIVE};
 ///
 /// # Invariants
 /// The mapping lives for the life of the process (it is never unmapped),
-/// aligned to `layout.aux_bytes()`.
+/// aligned to `layout.align()`.
 pub struct Session(Mapped);
 
 // SAFETY: the mapping is shared memory that lives as long as the process;
@@ -47,7 +47,7 @@ impl Session {
         let header = unsafe { header.assume_init() };
         let layout = Layout::of(&header).map_err(|e| e.to_string())?;
         let len = layout.file_bytes() as usize;
-        let align = layout.aux_bytes() as usize;
+        let align = layout.align() as usize;
         // Reserve room to align the mapping, then map the file over it.
         // SAFETY: a fresh anonymous reservation, no existing memory named.
         let reserve = unsafe {

@@ -9,11 +9,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use perfaux::abi::misc;
-use perfaux::lbr::BranchKind;
+use perfaux::abi::{misc, sample_type as st};
+use perfaux::lbr::{BranchFilter, BranchKind, LBR_DEPTH, Lbr};
 use perfaux::pt::blocks::{Block, BlockFlow, FlowSink, MAX_EVENTS_PER_CALL};
 use perfaux::pt::stream::TraceEvent;
-use perfaux::sample::SampleData;
+use perfaux::sample::{BranchStack, SampleData};
 use perfaux_qemu_session::{EXEC_PATH_MAX, Mode, SLOT_DONE, truth};
 
 use crate::blocks::Code;
@@ -39,34 +39,67 @@ impl FlowSink for Events<'_> {
     }
 }
 
-/// The events of a run and the truth's branches.
-struct WithTruth<'a> {
-    events: &'a mut Vec<TraceEvent>,
-    truth: &'a mut Vec<[u64; 3]>,
+/// What a run makes when branches are wanted: the trace's events (when
+/// the thread is traced), the truth's branches (when kept), the
+/// last-branch record (when samples carry branch stacks).
+struct WithBranches<'a> {
+    events: Option<&'a mut Vec<TraceEvent>>,
+    truth: Option<&'a mut Vec<[u64; 3]>>,
+    lbr: Option<&'a mut Lbr>,
 }
 
-impl FlowSink for WithTruth<'_> {
+impl FlowSink for WithBranches<'_> {
     #[inline]
+    fn event(&mut self, event: TraceEvent) {
+        if let Some(events) = self.events.as_mut() {
+            events.push(event);
+        }
+    }
+    #[inline]
+    fn branch(&mut self, from: u64, to: u64, kind: Option<BranchKind>) {
+        if let Some(truth) = self.truth.as_mut() {
+            truth.push([truth::BRANCH, from, to]);
+        }
+        if let (Some(lbr), Some(kind)) = (self.lbr.as_mut(), kind) {
+            lbr.record(from, to, kind);
+        }
+    }
+}
+
+/// A signal's resolution, made apart and put in its place afterwards.
+#[derive(Default)]
+struct Resolution {
+    events: Vec<TraceEvent>,
+    truth: Vec<[u64; 3]>,
+    taken: Vec<(u64, u64, BranchKind)>,
+}
+
+impl FlowSink for Resolution {
     fn event(&mut self, event: TraceEvent) {
         self.events.push(event);
     }
-    #[inline]
-    fn branch(&mut self, from: u64, to: u64, _: Option<BranchKind>) {
+    fn branch(&mut self, from: u64, to: u64, kind: Option<BranchKind>) {
         self.truth.push([truth::BRANCH, from, to]);
+        if let Some(kind) = kind {
+            self.taken.push((from, to, kind));
+        }
     }
 }
 
 /// Runs `$call` (a flow method taking the sink last) with the thread's
-/// sink: the truth's when it keeps one (a macro: the flow is borrowed
+/// sink: the plain one for a trace alone, the one with branches when the
+/// truth or a branch stack wants them (a macro: the flow is borrowed
 /// beside the thread's other fields).
 macro_rules! flow {
     ($t:expr, $method:ident($($arg:expr),*)) => {
-        match $t.truth.as_mut() {
-            None => $t.flow.$method($($arg,)* &mut Events(&mut $t.events)),
-            Some(truth) => $t.flow.$method($($arg,)* &mut WithTruth {
-                events: &mut $t.events,
-                truth: truth.pending(),
-            }),
+        if $t.truth.is_none() && $t.lbr.is_none() {
+            $t.flow.$method($($arg,)* &mut Events(&mut $t.events))
+        } else {
+            $t.flow.$method($($arg,)* &mut WithBranches {
+                events: if $t.traced { Some(&mut $t.events) } else { None },
+                truth: $t.truth.as_mut().map(|t| t.pending()),
+                lbr: $t.lbr.as_mut(),
+            })
         }
     };
 }
@@ -107,6 +140,10 @@ pub struct Thread {
     pub syscall: (i64, [u64; 6]),
     /// The ground truth, when asked for.
     truth: Option<Truth>,
+    /// The thread is PT-traced (not a run of branch stacks alone).
+    traced: bool,
+    /// The last-branch record, when samples carry branch stacks.
+    lbr: Option<Lbr>,
     /// A signal delivered between two blocks whose handler has not
     /// returned: where its resolution goes (see [`Thread::deliver`]).
     signal: Option<Signal>,
@@ -123,6 +160,8 @@ struct Signal {
     events: usize,
     /// The index in the truth's pending entries.
     truth: usize,
+    /// The branches the last-branch record had recorded.
+    lbr: u64,
     /// The handler's address.
     handler: u64,
 }
@@ -159,8 +198,24 @@ impl Thread {
                 records::task(engine.ring, false, (pid, tid), parent, t, tr);
             }
         }
+        let sampler = session.header().sampler_attr;
+        let lbr = if sampler.sample_type & st::BRANCH_STACK != 0 {
+            match BranchFilter::new(sampler.branch_sample_type) {
+                Ok(filter) => Some(Lbr::new(filter)),
+                Err(e) => {
+                    eprintln!(
+                        "perfaux: thread {tid} runs untraced: branch stacks: {}",
+                        e.reason
+                    );
+                    return None;
+                }
+            }
+        } else {
+            None
+        };
+        let traced = engine.pt.is_some();
         session.publish(slot, pid, tid);
-        let period = session.header().sampler_attr.sample_period;
+        let period = sampler.sample_period;
         Some(Thread {
             pid,
             tid,
@@ -177,6 +232,8 @@ impl Thread {
             count: 0,
             syscall: (-1, [0; 6]),
             truth: crate::truth::open(slot),
+            traced,
+            lbr,
             signal: None,
             sigreturn: false,
         })
@@ -236,6 +293,7 @@ impl Thread {
         self.signal = Some(Signal {
             events: self.events.len(),
             truth: self.truth.as_mut().map_or(0, |t| t.pending().len()),
+            lbr: self.lbr.as_ref().map_or(0, Lbr::recorded),
             handler: block.start(),
         });
         flow!(self, deliver(block, self.tsc))
@@ -249,21 +307,26 @@ impl Thread {
         let Some(signal) = self.signal.take() else {
             return;
         };
-        let mut events = Vec::with_capacity(MAX_EVENTS_PER_CALL);
-        let mut truth = Vec::new();
-        let mut sink = WithTruth {
-            events: &mut events,
-            truth: &mut truth,
-        };
+        let mut made = Resolution::default();
         // Not returning: gone to the handler, the flow's guess.
         let resume = resume.unwrap_or(signal.handler);
-        let retired = self.flow.resolve_interrupted(resume, self.tsc, &mut sink);
-        let at = signal.events.min(self.events.len());
-        self.events.splice(at..at, events);
+        let retired = self.flow.resolve_interrupted(resume, self.tsc, &mut made);
+        if self.traced {
+            let at = signal.events.min(self.events.len());
+            self.events.splice(at..at, made.events);
+        }
         if let Some(t) = self.truth.as_mut() {
             let pending = t.pending();
             let at = signal.truth.min(pending.len());
-            pending.splice(at..at, truth);
+            pending.splice(at..at, made.truth);
+        }
+        if let Some(lbr) = self.lbr.as_mut() {
+            // Taken before every branch of the handler: below them in the
+            // record, in their order.
+            let newer = lbr.recorded().wrapping_sub(signal.lbr);
+            for (from, to, kind) in made.taken {
+                lbr.record_before(usize::try_from(newer).unwrap_or(usize::MAX), from, to, kind);
+            }
         }
         if self.period != 0 {
             self.count += retired;
@@ -287,7 +350,9 @@ impl Thread {
         self.throttle();
         self.progress();
         self.tsc = now();
-        self.engine.tracer.set_clock(self.tsc);
+        if let Some(pt) = &self.engine.pt {
+            pt.tracer.set_clock(self.tsc);
+        }
     }
 
     /// Tells the recorder how far the thread's trace has come, for a
@@ -300,19 +365,22 @@ impl Thread {
         }
         let info = self.session.info(self.engine.slot);
         info.retired.store(self.flow.retired(), Ordering::Relaxed);
+        let written = self.engine.pt.as_ref().map_or(0, |pt| pt.tracer.written());
         // Release: pairs with the recorder's Acquire load; the trace bytes
         // it counts are in the AUX pages before it.
-        info.trace_bytes
-            .store(self.engine.tracer.written(), Ordering::Release);
+        info.trace_bytes.store(written, Ordering::Release);
     }
 
     /// Hands the pending events to the tracer; a ToPA PMI (a full-trace
     /// INT region filled) goes to the PT PMU's handler.
     fn trace(&mut self) {
-        self.engine.tracer.trace_all(&self.events);
+        let Some(pt) = &self.engine.pt else {
+            return;
+        };
+        pt.tracer.trace_all(&self.events);
         self.events.clear();
-        if self.engine.tracer.take_pmi() > 0 {
-            self.engine.pt.handle_pmi();
+        if pt.tracer.take_pmi() > 0 {
+            pt.pmu.handle_pmi();
         }
     }
 
@@ -332,17 +400,26 @@ impl Thread {
             pending.insert(mark.min(pending.len()), [truth::SAMPLE, next.start(), 0]);
         }
         if let Some(sampler) = self.engine.sampler {
+            let mut stack = [[0; 3]; LBR_DEPTH];
+            let branch_stack = self.lbr.as_ref().map(|lbr| BranchStack {
+                hw_index: lbr.hw_index(),
+                entries: lbr.read(&mut stack),
+                counters: &[],
+            });
             let data = SampleData {
                 misc: misc::USER,
                 ip: next.start(),
                 period: self.period,
+                branch_stack,
                 ..SampleData::default()
             };
             // A refused sample is counted by the event (lost_samples).
             let _ = sampler.overflow(self.engine.platform, &data);
         }
         let tsc = now();
-        self.engine.tracer.set_clock(tsc);
+        if let Some(pt) = &self.engine.pt {
+            pt.tracer.set_clock(tsc);
+        }
         flow!(self, resume(tsc));
     }
 
@@ -430,11 +507,13 @@ impl Thread {
             tr,
         );
         let info = self.session.info(self.engine.slot);
-        let tracer = self.engine.tracer;
         info.retired.store(self.flow.retired(), Ordering::Relaxed);
-        info.trace_bytes.store(tracer.written(), Ordering::Relaxed);
-        info.lost_events
-            .store(tracer.lost_events(), Ordering::Relaxed);
+        if let Some(pt) = &self.engine.pt {
+            info.trace_bytes
+                .store(pt.tracer.written(), Ordering::Relaxed);
+            info.lost_events
+                .store(pt.tracer.lost_events(), Ordering::Relaxed);
+        }
         let lost = self.engine.sampler.map_or(0, |s| s.lost_samples());
         info.lost_samples.store(lost, Ordering::Relaxed);
         // Relaxed: the slot's state publishes it.
@@ -474,7 +553,9 @@ impl Thread {
         }
         let _ = self.engine.leader.sched_in(self.engine.platform);
         let tsc = now();
-        self.engine.tracer.set_clock(tsc);
+        if let Some(pt) = &self.engine.pt {
+            pt.tracer.set_clock(tsc);
+        }
         flow!(self, resume(tsc));
     }
 
@@ -496,8 +577,14 @@ impl Thread {
         if data_used > self.engine.ring.data_size() / 2 {
             return true;
         }
-        self.session.layout().mode() == Mode::Full
-            && (self.engine.tracer.written()).saturating_sub(aux_tail.load(Ordering::Relaxed))
-                > self.engine.area.size() / 2
+        match &self.engine.pt {
+            Some(pt) if self.session.layout().mode() == Mode::Full => {
+                pt.tracer
+                    .written()
+                    .saturating_sub(aux_tail.load(Ordering::Relaxed))
+                    > pt.area.size() / 2
+            }
+            _ => false,
+        }
     }
 }

@@ -51,7 +51,8 @@ pub const SLOT_DRAINED: u32 = 3;
 /// The most slots a file has room for.
 pub const MAX_SLOTS: u32 = 4096;
 
-/// How the PT leader's AUX area is used.
+/// What each thread records: how the PT leader's AUX area is used, or no
+/// PT leader at all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
 pub enum Mode {
@@ -60,6 +61,9 @@ pub enum Mode {
     Sample = 0,
     /// A writable area, read whole by the recorder (`PERF_RECORD_AUXTRACE`).
     Full = 1,
+    /// No PT leader and no AUX area: the sampler alone leads, its samples
+    /// carrying branch stacks (`perf record -b`).
+    Branches = 2,
 }
 
 impl Mode {
@@ -68,6 +72,7 @@ impl Mode {
         match v {
             0 => Some(Mode::Sample),
             1 => Some(Mode::Full),
+            2 => Some(Mode::Branches),
             _ => None,
         }
     }
@@ -86,7 +91,7 @@ pub struct Header {
     pub slots: u32,
     /// Data ring pages per slot (a power of two).
     pub data_pages: u32,
-    /// AUX pages per slot (a power of two).
+    /// AUX pages per slot (a power of two; 0 in [`Mode::Branches`]).
     pub aux_pages: u32,
     /// A [`Mode`].
     pub mode: u32,
@@ -300,8 +305,9 @@ impl std::error::Error for LayoutError {}
 /// AUX pages are taken in an interleaved order (see [`Layout::aux_page`]).
 ///
 /// # Invariants
-/// `slots` is in `1..=MAX_SLOTS`; `data_pages` and `aux_pages` are powers
-/// of two, `aux_pages >= 2` in full mode.
+/// `slots` is in `1..=MAX_SLOTS`; `data_pages` is a power of two;
+/// `aux_pages` is 0 in branch mode and a power of two otherwise, at least 2
+/// in full mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     slots: u32,
@@ -341,7 +347,13 @@ impl Layout {
                 "{data_pages} data pages: the data ring is a power of two pages (perf_mmap: EINVAL)"
             )));
         }
-        if !aux_pages.is_power_of_two() {
+        if mode == Mode::Branches {
+            if aux_pages != 0 {
+                return Err(LayoutError(format!(
+                    "{aux_pages} AUX pages for branch stacks alone: no AUX area is mapped"
+                )));
+            }
+        } else if !aux_pages.is_power_of_two() {
             return Err(LayoutError(format!(
                 "{aux_pages} AUX pages: the AUX area is a power of two pages (perf_mmap: EINVAL)"
             )));
@@ -397,21 +409,26 @@ impl Layout {
         self.mode
     }
 
-    /// Bytes of one slot's AUX area: the alignment a mapping of the file
-    /// needs.
+    /// Bytes of one slot's AUX area.
     pub fn aux_bytes(&self) -> u64 {
         u64::from(self.aux_pages) * PAGE_SIZE as u64
+    }
+
+    /// The alignment a mapping of the file needs: a slot's AUX area, a
+    /// page when there is none.
+    pub fn align(&self) -> u64 {
+        self.aux_bytes().max(PAGE_SIZE as u64)
     }
 
     /// The distance between two slots.
     fn stride(&self) -> u64 {
         let rest = u64::from(1 + self.data_pages) * PAGE_SIZE as u64;
-        self.aux_bytes() + rest.next_multiple_of(self.aux_bytes())
+        self.aux_bytes() + rest.next_multiple_of(self.align())
     }
 
     /// Where the slots start.
     fn first_slot(&self) -> u64 {
-        table_bytes(self.slots).next_multiple_of(self.aux_bytes())
+        table_bytes(self.slots).next_multiple_of(self.align())
     }
 
     /// The file's size.
@@ -452,7 +469,7 @@ impl Layout {
     pub fn aux_page(&self, slot: u32, k: usize) -> u64 {
         let n = self.aux_pages();
         let page = match self.mode {
-            Mode::Sample => k,
+            Mode::Sample | Mode::Branches => k,
             Mode::Full if k < n / 2 => 2 * k,
             Mode::Full => 2 * (k - n / 2) + 1,
         };
@@ -482,21 +499,21 @@ mod tests {
 
     #[test]
     fn slots_do_not_overlap_and_aux_areas_are_aligned() {
-        for mode in [Mode::Sample, Mode::Full] {
-            let l = Layout::new(3, 8, 16, mode).unwrap();
+        for (mode, aux) in [(Mode::Sample, 16), (Mode::Full, 16), (Mode::Branches, 0)] {
+            let l = Layout::new(3, 8, aux, mode).unwrap();
             let mut pages = Vec::new();
             for s in 0..3 {
                 let (start, len) = l.slot_range(s);
-                assert_eq!(start % l.aux_bytes(), 0);
+                assert_eq!(start % l.align(), 0);
                 assert!(start >= l.slot_info(l.slots()));
                 pages.push(l.user_page(s));
                 pages.extend((0..8).map(|k| l.data_page(s, k)));
-                pages.extend((0..16).map(|k| l.aux_page(s, k)));
+                pages.extend((0..aux as usize).map(|k| l.aux_page(s, k)));
                 assert!(
                     pages
                         .iter()
                         .rev()
-                        .take(25)
+                        .take(9 + aux as usize)
                         .all(|&p| p >= start && p + 4096 <= start + len)
                 );
             }
@@ -536,6 +553,8 @@ mod tests {
                 .0
                 .contains("rb_alloc_aux")
         );
+        assert!(Layout::new(1, 4, 1, Mode::Branches).is_err());
+        assert!(Layout::new(1, 4, 0, Mode::Sample).is_err());
         assert!(Layout::new(0, 4, 4, Mode::Full).is_err());
         assert!(Layout::new(MAX_SLOTS + 1, 4, 4, Mode::Full).is_err());
     }
