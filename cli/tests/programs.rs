@@ -242,6 +242,32 @@ struct Truth {
     branches: BTreeMap<u32, Vec<(u64, u64)>>,
     /// slot -> each sample's ip and history (newest first).
     samples: BTreeMap<u32, Vec<Sample>>,
+    /// slot -> where each sample came among the slot's branches.
+    sample_at: BTreeMap<u32, Vec<usize>>,
+}
+
+impl Truth {
+    /// The branch stack of each sample of `slot` as an LBR holds it: the
+    /// newest 32 taken branches before the sample (no asynchronous exit
+    /// or start of tracing: those are transfers to or from the kernel),
+    /// newest first.
+    fn branch_stacks(&self, slot: u32) -> Vec<Sample> {
+        let branches = self.branches.get(&slot).map_or(&[][..], Vec::as_slice);
+        self.samples[&slot]
+            .iter()
+            .zip(&self.sample_at[&slot])
+            .map(|(sample, &at)| {
+                let stack = branches[..at]
+                    .iter()
+                    .rev()
+                    .filter(|(from, to)| *from != 0 && *to != 0)
+                    .take(32)
+                    .copied()
+                    .collect();
+                (sample.0, stack)
+            })
+            .collect()
+    }
 }
 
 fn hex(s: &str) -> u64 {
@@ -276,6 +302,8 @@ fn read_truth(path: &Path) -> Truth {
                 .or_default()
                 .push((hex(f[2]), hex(f[3]))),
             "sample" => {
+                let at = t.branches.get(&slot).map_or(0, Vec::len);
+                t.sample_at.entry(slot).or_default().push(at);
                 let history = f[4..].iter().map(|e| pair(e)).collect();
                 t.samples
                     .entry(slot)
@@ -304,8 +332,14 @@ fn perf_branches(data: &Path) -> BTreeMap<u32, Vec<(u64, u64)>> {
 
 /// perf's samples of each CPU with their `--itrace=L64` histories.
 fn perf_samples(data: &Path) -> BTreeMap<u32, Vec<Sample>> {
+    perf_brstacks(data, "--itrace=L64")
+}
+
+/// perf's samples of each CPU with the branch stacks perf shows with
+/// `itrace` (`--no-itrace`: the stacks the samples carry).
+fn perf_brstacks(data: &Path, itrace: &str) -> BTreeMap<u32, Vec<Sample>> {
     let mut got: BTreeMap<u32, Vec<Sample>> = BTreeMap::new();
-    for line in perf_script(data, &["--itrace=L64", "-F", "cpu,ip,brstack"]).lines() {
+    for line in perf_script(data, &[itrace, "-F", "cpu,ip,brstack"]).lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
         let cpu = f[0].trim_matches(|c| c == '[' || c == ']').parse().unwrap();
         let history = f[2..].iter().map(|e| pair(e)).collect();
@@ -604,6 +638,150 @@ fn asynchronous_signals_exit_where_their_handler_returns() {
     assert!(got.len() > 100, "{} samples", got.len());
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         assert_eq!(g, w, "sample {i}: perf's history, then the truth");
+    }
+}
+
+/// Records `program` with `args` and the truth; every sample's branch
+/// stack as perf reads it (`--no-itrace`) is the truth's, sample for
+/// sample. Returns the samples checked, and the truth.
+fn branch_stacks_match_truth(name: &str, args: &[&str], program: &[&str]) -> (usize, Truth) {
+    let data = scratch().join(format!("{name}.data"));
+    let truth_path = scratch().join(format!("{name}.truth"));
+    let mut all = args.to_vec();
+    all.extend(["--truth", truth_path.to_str().unwrap()]);
+    let out = record(&data, &all, program);
+    assert_eq!(out.status.code(), Some(0), "{name}: {}", text(&out.stderr));
+    let truth = read_truth(&truth_path);
+    let got = perf_brstacks(&data, "--no-itrace");
+    let mut total = 0;
+    for slot in truth.samples.keys() {
+        let want = truth.branch_stacks(*slot);
+        let have = got.get(slot).map_or(&[][..], Vec::as_slice);
+        assert_eq!(have.len(), want.len(), "{name} thread {slot}: samples");
+        for (i, (h, w)) in have.iter().zip(&want).enumerate() {
+            assert_eq!(
+                h, w,
+                "{name} thread {slot} sample {i}: perf's stack, then the truth's"
+            );
+        }
+        total += want.len();
+    }
+    (total, truth)
+}
+
+#[test]
+fn every_branch_stack_is_the_newest_32_taken_branches() {
+    if !ready() {
+        return;
+    }
+    let bin = workload();
+    let (n, truth) = branch_stacks_match_truth(
+        "lbr",
+        &["-b", "-c", "10000"],
+        &[bin.to_str().unwrap(), "2000"],
+    );
+    assert!(n > 100, "{n} samples");
+    let full: usize = (truth.samples.keys())
+        .map(|&slot| {
+            truth
+                .branch_stacks(slot)
+                .iter()
+                .filter(|s| s.1.len() == 32)
+                .count()
+        })
+        .sum();
+    assert!(full * 10 >= n * 9, "{full} of {n} stacks are full");
+    // Signals: the branch a signal interrupted is known when its handler
+    // returns, and goes below the handler's branches in the stack. A
+    // short period, so that samples fall due inside handlers (taken at
+    // their return, with the handler's branches the newest).
+    let (n, _) = branch_stacks_match_truth(
+        "lbr-timer",
+        &["-b", "-c", "500"],
+        &[bin.to_str().unwrap(), "timer"],
+    );
+    assert!(n > 100, "{n} samples");
+    // perf report reads the stacks as it reads LBR's.
+    let data = scratch().join("lbr.data");
+    let out = perf()
+        .args(["report", "--branch-history", "--stdio", "-i"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let report = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(report.contains("predicted"), "{report}");
+}
+
+#[test]
+fn aux_samples_with_branch_stacks_carry_two_histories_that_agree() {
+    if !ready() {
+        return;
+    }
+    let bin = workload();
+    let (n, truth) = branch_stacks_match_truth(
+        "lbr-aux",
+        &["--aux-sample", "-b", "-c", "10000"],
+        &[bin.to_str().unwrap(), "2000"],
+    );
+    assert!(n > 100, "{n} samples");
+    // The trace each sample carries decodes (no error) to the history the
+    // truth lists; its taken branches begin with the sample's stack.
+    let data = scratch().join("lbr-aux.data");
+    perf_script(&data, &["--itrace=L64", "-F", "ip"]);
+    for (slot, samples) in &truth.samples {
+        for (i, (stack, history)) in truth.branch_stacks(*slot).iter().zip(samples).enumerate() {
+            let taken: Vec<(u64, u64)> = history
+                .1
+                .iter()
+                .filter(|(from, to)| *from != 0 && *to != 0)
+                .copied()
+                .collect();
+            let n = stack.1.len().min(taken.len());
+            assert!(n > 0, "thread {slot} sample {i}: no branch");
+            assert_eq!(stack.1[..n], taken[..n], "thread {slot} sample {i}");
+        }
+    }
+}
+
+#[test]
+fn branch_filters_keep_the_kinds_perf_asks_for() {
+    if !ready() {
+        return;
+    }
+    let bin = workload();
+    let data = scratch().join("lbr-calls.data");
+    let out = record(
+        &data,
+        &["-j", "any_call,any_ret,save_type", "-c", "10000"],
+        &[bin.to_str().unwrap(), "2000"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let script = perf_script(&data, &["--no-itrace", "-F", "brstack"]);
+    let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+    for entry in script.split_whitespace() {
+        let kind = entry.rsplit('/').next().unwrap().to_owned();
+        *kinds.entry(kind).or_default() += 1;
+    }
+    assert!(
+        kinds.len() >= 2
+            && kinds
+                .keys()
+                .all(|k| k == "CALL" || k == "IND_CALL" || k == "RET"),
+        "{kinds:?}"
+    );
+    assert!(kinds["CALL"] > 100 && kinds["RET"] > 100, "{kinds:?}");
+    // What an LBR of user branches cannot give is refused in one line.
+    for (filter, word) in [
+        ("any,k", "-j k:"),
+        ("any,stack", "-j stack:"),
+        ("jmp", "'jmp'"),
+    ] {
+        let out = record(&data, &["-j", filter], &["/bin/true"]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{filter}: {err}");
+        assert_eq!(err.lines().count(), 1, "{filter}: {err}");
+        assert!(err.contains(word), "{filter}: {err}");
     }
 }
 
