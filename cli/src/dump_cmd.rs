@@ -70,9 +70,14 @@ pub fn run(args: &DumpArgs) -> Result<ExitCode, String> {
             for v in &report.violations {
                 writeln!(out, "{name}: {v}")?;
             }
+            let stacks = if report.stack_branches > 0 {
+                format!(", {} branch-stack entries", report.stack_branches)
+            } else {
+                String::new()
+            };
             writeln!(
                 out,
-                "{name}: {} records, {} samples, {} AUX payloads ({} bytes): {}",
+                "{name}: {} records, {} samples, {} AUX payloads ({} bytes){stacks}: {}",
                 report.records,
                 report.samples,
                 report.payloads,

@@ -703,6 +703,18 @@ fn every_branch_stack_is_the_newest_32_taken_branches() {
     assert!(n > 100, "{n} samples");
     // perf report reads the stacks as it reads LBR's.
     let data = scratch().join("lbr.data");
+    let check = perfaux()
+        .arg("dump")
+        .arg("--check")
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}{}",
+        text(&check.stdout),
+        text(&check.stderr)
+    );
     let out = perf()
         .args(["report", "--branch-history", "--stdio", "-i"])
         .arg(&data)

@@ -27,18 +27,98 @@ pub struct CheckReport {
     pub payloads: u64,
     /// Bytes in those payloads.
     pub aux_bytes: u64,
+    /// Branch-stack entries checked.
+    pub stack_branches: u64,
+}
+
+/// The most entries a branch stack has: the deepest LBR (Intel's 32;
+/// Arch LBR's `lbr_nr` tops out at 32 as well).
+const MAX_STACK: usize = 32;
+
+/// Executable mappings of each process, from its MMAP and MMAP2 records:
+/// pid -> (start, end).
+#[derive(Default)]
+struct CodeMaps(BTreeMap<u32, Vec<(u64, u64)>>);
+
+impl CodeMaps {
+    /// Notes an MMAP (exec unless `PERF_RECORD_MISC_MMAP_DATA`) or an
+    /// MMAP2 (exec if `prot` has `PROT_EXEC`), or a FORK of a new process
+    /// (which starts with its parent's maps, as perf's `machine__process_fork_event`
+    /// clones them).
+    fn note(&mut self, t: u32, misc: u16, r: &[u8]) {
+        if t == record_type::FORK && r.len() >= 16 {
+            let (pid, ppid) = (word(r, 8) as u32, (word(r, 8) >> 32) as u32);
+            if pid != ppid {
+                let parent = self.0.get(&ppid).cloned().unwrap_or_default();
+                self.0.insert(pid, parent);
+            }
+            return;
+        }
+        const MMAP_DATA: u16 = 1 << 13;
+        const PROT_EXEC: u64 = 4;
+        let exec = match t {
+            record_type::MMAP => misc & MMAP_DATA == 0,
+            record_type::MMAP2 => r.len() >= 72 && word(r, 64) as u32 as u64 & PROT_EXEC != 0,
+            _ => false,
+        };
+        if exec && r.len() >= 40 {
+            let (pid, start, len) = (word(r, 8) as u32, word(r, 16), word(r, 24));
+            self.0
+                .entry(pid)
+                .or_default()
+                .push((start, start.saturating_add(len)));
+        }
+    }
+
+    /// Whether `ip` is in code process `pid` mapped.
+    fn has(&self, pid: u32, ip: u64) -> bool {
+        self.0
+            .get(&pid)
+            .is_some_and(|maps| maps.iter().any(|&(a, b)| (a..b).contains(&ip)))
+    }
+}
+
+/// A sample's branch stack: at most [`MAX_STACK`] entries, each from and
+/// to in code its process mapped (user code, for a user-only event).
+fn check_branch_stack(
+    stack: &crate::perfdata::ParsedBranchStack<'_>,
+    pid: Option<u32>,
+    maps: &CodeMaps,
+    bad: &mut impl FnMut(String),
+) {
+    if stack.len() > MAX_STACK {
+        bad(format!(
+            "a branch stack of {} entries: an LBR holds at most {MAX_STACK}",
+            stack.len()
+        ));
+    }
+    let Some(pid) = pid else {
+        return;
+    };
+    for (i, [from, to, _]) in stack.entries().enumerate() {
+        for (end, ip) in [("from", from), ("to", to)] {
+            if !maps.has(pid, ip) {
+                bad(format!(
+                    "branch stack entry {i}: {end} {ip:#x} is in no code process {pid} mapped"
+                ));
+                return;
+            }
+        }
+    }
 }
 
 /// Checks the invariants of a faithful producer over a whole file: every
 /// record well-formed and 8-byte sized, samples parse by their event's
 /// sample_type, AUX sizes multiples of 8 and within `aux_sample_size`,
 /// string padding zero, trailers naming known ids, no record perf finds out
-/// of order ([`RoundOrder`]), a PSB in every AUX payload of at least a PSB period + 256 bytes,
+/// of order ([`RoundOrder`]), branch stacks of at most 32 entries within
+/// the code their process mapped, a PSB in every AUX payload of at least a PSB period + 256 bytes,
 /// and every payload decoding from its first PSB to its end with TSCs that
 /// never go back.
 pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
     let mut rep = CheckReport::default();
     let mut order = RoundOrder::default();
+    let mut maps = CodeMaps::default();
     let mut psb_period: Option<u64> = None;
     let mut seen_info = false;
     let sample_id_all = file.events.first().is_some_and(|e| e.attr.sample_id_all());
@@ -115,6 +195,10 @@ pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
                     Err(err) => bad(format!("a {} sample that does not parse: {err}", e.name)),
                     Ok(s) => {
                         time = s.time;
+                        if let Some(stack) = &s.branch_stack {
+                            check_branch_stack(stack, s.tid.map(|t| t.0), &maps, &mut bad);
+                            rep.stack_branches += stack.len() as u64;
+                        }
                         if let Some(aux) = s.aux {
                             if aux.len() % 8 != 0 {
                                 bad(format!("AUX size {} is not a multiple of 8", aux.len()));
@@ -172,6 +256,7 @@ pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
                 rep.aux_bytes += record.payload.len() as u64;
             }
             t if is_kernel_record(t) && sample_id_all => {
+                maps.note(t, record.header.misc, r);
                 match parse_trailer(&file.events[0].attr, r) {
                     Err(err) => bad(format!("{}: {err}", record_name(t))),
                     Ok(tr) => {
@@ -397,6 +482,74 @@ mod tests {
             w.record(&r).unwrap();
         }
         w.finish(&Features::default()).unwrap().into_inner()
+    }
+
+    /// A file of one event (TID | IDENTIFIER | BRANCH_STACK): process 7
+    /// maps code at 0x1000..0x2000, then a sample carries `stack`.
+    fn file_with_stack(stack: &[(u64, u64)]) -> Vec<u8> {
+        let mut attr = PerfEventAttr::new(136);
+        attr.sample_type = st::TID | st::IDENTIFIER | st::BRANCH_STACK;
+        attr.branch_sample_type = perfaux::abi::branch_sample_type::ANY;
+        attr.flags = attr_flags::SAMPLE_ID_ALL;
+        let events = [WriterEvent {
+            attr,
+            name: "s".into(),
+            ids: vec![1],
+        }];
+        let mut w = Writer::create(Cursor::new(Vec::new()), &events).unwrap();
+        let words = |r: &mut Vec<u8>, ws: &[u64]| {
+            for x in ws {
+                r.extend_from_slice(&x.to_le_bytes());
+            }
+        };
+        // MMAP2: pid/tid, addr, len, pgoff, dev, ino, ino_gen, prot|flags,
+        // "/a" padded, then the trailer (pid/tid, identifier).
+        let mut mmap2 = Vec::new();
+        mmap2.extend_from_slice(&record_type::MMAP2.to_le_bytes());
+        mmap2.extend_from_slice(&[0, 0, 96, 0]);
+        words(
+            &mut mmap2,
+            &[7 | 7 << 32, 0x1000, 0x1000, 0, 0, 0, 0, 5 | 2 << 32],
+        );
+        mmap2.extend_from_slice(b"/a\0\0\0\0\0\0");
+        words(&mut mmap2, &[7 | 7 << 32, 1]);
+        w.record(&mmap2).unwrap();
+        let mut sample = Vec::new();
+        sample.extend_from_slice(&record_type::SAMPLE.to_le_bytes());
+        let size = 32 + 24 * stack.len() as u16;
+        sample.extend_from_slice(&[0, 0]);
+        sample.extend_from_slice(&size.to_le_bytes());
+        words(&mut sample, &[1, 7 | 7 << 32, stack.len() as u64]);
+        for &(from, to) in stack {
+            words(&mut sample, &[from, to, 0]);
+        }
+        w.record(&sample).unwrap();
+        w.finish(&Features::default()).unwrap().into_inner()
+    }
+
+    #[test]
+    fn check_holds_branch_stacks_to_mapped_code_and_32_entries() {
+        let violations = |stack: &[(u64, u64)]| {
+            check(&PerfData::parse(&file_with_stack(stack)).unwrap())
+                .unwrap()
+                .violations
+        };
+        assert_eq!(
+            violations(&[(0x1010, 0x1800), (0x1fff, 0x1000)]),
+            Vec::<String>::new()
+        );
+        let outside = violations(&[(0x1010, 0x1800), (0x1fff, 0x2000)]);
+        assert_eq!(outside.len(), 1, "{outside:?}");
+        assert!(
+            outside[0].ends_with("entry 1: to 0x2000 is in no code process 7 mapped"),
+            "{outside:?}"
+        );
+        let deep = violations(&[(0x1010, 0x1800); 33]);
+        assert_eq!(deep.len(), 1, "{deep:?}");
+        assert!(
+            deep[0].ends_with("a branch stack of 33 entries: an LBR holds at most 32"),
+            "{deep:?}"
+        );
     }
 
     #[test]

@@ -53,6 +53,18 @@ pub fn describe(file: &PerfData<'_>, record: &Record<'_>) -> (String, Option<Str
                         if let Some(p) = s.period {
                             let _ = write!(line, " period {p}");
                         }
+                        if let Some(stack) = &s.branch_stack {
+                            let _ = write!(line, " branch stack {}", stack.len());
+                            if let Some(hw) = stack.hw_index {
+                                let _ = write!(line, " (hw_idx {hw})");
+                            }
+                            for (i, [from, to, flags]) in stack.entries().enumerate() {
+                                let _ = write!(line, "\n    {i:2}: {from:#x} -> {to:#x}");
+                                if flags != 0 {
+                                    let _ = write!(line, " flags {flags:#x}");
+                                }
+                            }
+                        }
                         if let Some(aux) = s.aux {
                             let _ = write!(line, " aux {} bytes", aux.len());
                             if !aux.is_empty() {
