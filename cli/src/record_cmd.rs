@@ -190,6 +190,12 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
     if !args.program.is_empty() {
         return crate::record_program::run(args);
     }
+    if args.branches()?.is_some() {
+        return Err(
+            "-b/-j: branch stacks are recorded from a program (-- PROGRAM); the simulator does not write them"
+                .into(),
+        );
+    }
     let config = Config {
         cpus: args.cpus,
         stop: match (args.samples, args.duration) {

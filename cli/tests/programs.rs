@@ -783,6 +783,14 @@ fn branch_filters_keep_the_kinds_perf_asks_for() {
         "{kinds:?}"
     );
     assert!(kinds["CALL"] > 100 && kinds["RET"] > 100, "{kinds:?}");
+    // The simulator writes no branch stacks: said, not ignored.
+    let out = perfaux()
+        .current_dir(scratch())
+        .args(["record", "-q", "-b", "-o", "sim-b.data"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("the simulator does not write them"));
     // What an LBR of user branches cannot give is refused in one line.
     for (filter, word) in [
         ("any,k", "-j k:"),
