@@ -190,12 +190,6 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
     if !args.program.is_empty() {
         return crate::record_program::run(args);
     }
-    if args.branches()?.is_some() {
-        return Err(
-            "-b/-j: branch stacks are recorded from a program (-- PROGRAM); the simulator does not write them"
-                .into(),
-        );
-    }
     let config = Config {
         cpus: args.cpus,
         stop: match (args.samples, args.duration) {
@@ -225,6 +219,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         kernel: args.kernel,
         truth: args.truth.is_some(),
         binary: String::new(),
+        branches: args.branches()?,
     };
     let mut config = config;
     let to_stdout = args.output.as_os_str() == "-";

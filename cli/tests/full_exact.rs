@@ -22,6 +22,7 @@ fn config(aux_pages: usize) -> Config {
         kernel: false,
         truth: true,
         binary: "/nonexistent/perfaux-demo".into(),
+        branches: None,
     }
 }
 

@@ -304,6 +304,137 @@ fn decode_matches_truth(name: &str, args: &[&str]) -> usize {
     lost
 }
 
+/// A sample's ip and branch stack (from, to), newest first.
+type Stack = (u64, Vec<(u64, u64)>);
+
+/// Records with `-b` and `args`; every sample's branch stack as perf reads
+/// it (`--no-itrace`: the stack the sample carries) is the truth's `lbr`
+/// line, CPU by CPU in order; returns the samples checked.
+fn branch_stacks_match_truth(name: &str, args: &[&str]) -> usize {
+    let data = tmp(&format!("{name}.data"));
+    let truth_path = tmp(&format!("{name}.truth"));
+    let mut all = vec!["-q", "--truth", truth_path.to_str().unwrap()];
+    all.extend(args);
+    record(&data, &all);
+    let mut want: BTreeMap<u32, Vec<Stack>> = BTreeMap::new();
+    for line in std::fs::read_to_string(&truth_path).unwrap().lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.first() == Some(&"lbr") {
+            let stack = f[5..]
+                .iter()
+                .map(|e| {
+                    let (a, b) = e.split_once('/').unwrap();
+                    (hex(a), hex(b))
+                })
+                .collect();
+            want.entry(f[1].parse().unwrap())
+                .or_default()
+                .push((hex(f[3]), stack));
+        }
+    }
+    let mut got: BTreeMap<u32, Vec<Stack>> = BTreeMap::new();
+    for line in perf_script(&data, &["--no-itrace", "-F", "cpu,ip,brstack"], 0).lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let cpu = f[0].trim_matches(|c| c == '[' || c == ']').parse().unwrap();
+        let stack = f[2..]
+            .iter()
+            .map(|e| {
+                let mut p = e.split('/');
+                (hex(p.next().unwrap()), hex(p.next().unwrap()))
+            })
+            .collect();
+        got.entry(cpu).or_default().push((hex(f[1]), stack));
+    }
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>(),
+        "{name}: CPUs"
+    );
+    let mut n = 0;
+    for (cpu, w) in &want {
+        let g = &got[cpu];
+        assert_eq!(g.len(), w.len(), "{name} CPU {cpu}: samples");
+        for (i, (g, w)) in g.iter().zip(w).enumerate() {
+            assert_eq!(
+                g, w,
+                "{name} CPU {cpu} sample {i}: perf's stack, then the truth's"
+            );
+        }
+        n += w.len();
+    }
+    n
+}
+
+#[test]
+fn the_simulators_branch_stacks_are_its_cpus_newest_branches() {
+    if !perf_available() {
+        return;
+    }
+    // Snapshot mode: the samples carry their trace and their stack.
+    let n = branch_stacks_match_truth(
+        "b1",
+        &["-b", "--seed", "5", "--cpus", "4", "--samples", "400"],
+    );
+    assert!(n >= 400, "{n} samples");
+    // Full-trace mode, two counters, a filter: calls and returns, typed.
+    let n = branch_stacks_match_truth(
+        "b2",
+        &[
+            "-j",
+            "any_call,any_ret,save_type,hw_index",
+            "--mode",
+            "full",
+            "--seed",
+            "6",
+            "--cpus",
+            "2",
+            "--samples",
+            "300",
+            "-e",
+            "cycles",
+            "-e",
+            "branches",
+        ],
+    );
+    assert!(n >= 300, "{n} samples");
+    // A stack starts empty when a thread is switched in (the LBR is
+    // flushed): with a sample every 300 cycles, the first ones after each
+    // switch are short, the rest full.
+    let n = branch_stacks_match_truth(
+        "b3",
+        &[
+            "-b",
+            "--mode",
+            "full",
+            "--cpus",
+            "1",
+            "--period",
+            "300",
+            "--duration",
+            "3ms",
+        ],
+    );
+    assert!(n > 5000, "{n} samples");
+    let truth = std::fs::read_to_string(tmp("b3.truth")).unwrap();
+    let sizes: Vec<usize> = truth
+        .lines()
+        .filter(|l| l.starts_with("lbr "))
+        .map(|l| l.split_whitespace().nth(4).unwrap().parse().unwrap())
+        .collect();
+    let short = sizes.iter().filter(|&&s| s < 32).count();
+    assert!(
+        (2..20).contains(&short),
+        "{short} short stacks of {}",
+        sizes.len()
+    );
+    let out = common::perfaux()
+        .args(["dump", "--check"])
+        .arg(tmp("b2.data"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stdout));
+}
+
 #[test]
 fn sampling_mode_decodes_into_the_truth() {
     if !perf_available() {

@@ -783,14 +783,15 @@ fn branch_filters_keep_the_kinds_perf_asks_for() {
         "{kinds:?}"
     );
     assert!(kinds["CALL"] > 100 && kinds["RET"] > 100, "{kinds:?}");
-    // The simulator writes no branch stacks: said, not ignored.
+    // The simulator's kernel-traced runs would want kernel branches:
+    // refused, not served without them.
     let out = perfaux()
         .current_dir(scratch())
-        .args(["record", "-q", "-b", "-o", "sim-b.data"])
+        .args(["record", "-q", "-b", "--kernel", "-o", "sim-b.data"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("the simulator does not write them"));
+    assert!(text(&out.stderr).contains("user branches only"));
     // What an LBR of user branches cannot give is refused in one line.
     for (filter, word) in [
         ("any,k", "-j k:"),

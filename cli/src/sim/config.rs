@@ -109,6 +109,9 @@ pub struct Config {
     /// The path the MMAP2 records give the program's ELF (where the caller
     /// writes [`Outputs::elf`](super::Outputs::elf)).
     pub binary: String,
+    /// The samplers' `branch_sample_type` when samples carry branch stacks
+    /// (`-b`, `-j`).
+    pub branches: Option<u64>,
 }
 
 impl Config {
@@ -119,6 +122,15 @@ impl Config {
         }
         if self.period == 0 {
             return Err("--period 0: a counter must overflow after at least one event".into());
+        }
+        if let Some(bits) = self.branches {
+            crate::branch_filter::check(bits)?;
+            if self.kernel {
+                return Err(
+                    "-b/-j with --kernel: branch stacks hold user branches only, and the kernel's samplers would ask for kernel ones too"
+                        .into(),
+                );
+            }
         }
         if !self.data_pages.is_power_of_two() {
             return Err(format!(
@@ -221,6 +233,10 @@ pub fn sampler_attr(counter: Counter, config: &Config) -> PerfEventAttr {
         a.sample_type |= st::AUX;
         a.aux_sample_size = config.aux_sample_size;
     }
+    if let Some(bits) = config.branches {
+        a.sample_type |= st::BRANCH_STACK;
+        a.branch_sample_type = bits;
+    }
     a.flags = attr_flags::SAMPLE_ID_ALL | attr_flags::EXCLUDE_GUEST;
     if !config.kernel {
         a.flags |= attr_flags::EXCLUDE_KERNEL | attr_flags::EXCLUDE_HV;
@@ -239,10 +255,18 @@ pub fn max_aux_per_sample(config: &Config) -> u32 {
 }
 
 /// The bytes of a sample besides its AUX data: the header, the fields
-/// (every one these samplers carry is 8 bytes) and the AUX size word.
+/// (every one these samplers carry is 8 bytes but the branch stack), the
+/// fullest branch stack, and the AUX size word.
 fn sample_fixed_bytes(config: &Config) -> u32 {
     let attr = sampler_attr(Counter::Cycles, config);
-    8 + 8 * (attr.sample_type & !st::AUX).count_ones() + 8
+    let words = (attr.sample_type & !(st::AUX | st::BRANCH_STACK)).count_ones();
+    let stack = if attr.sample_type & st::BRANCH_STACK != 0 {
+        let hw_index = attr.branch_sample_type & perfaux::abi::branch_sample_type::HW_INDEX != 0;
+        8 + 8 * u32::from(hw_index) + 24 * perfaux::lbr::LBR_DEPTH as u32
+    } else {
+        0
+    };
+    8 + 8 * words + stack + 8
 }
 
 impl Config {

@@ -19,6 +19,7 @@ use perfaux::PmuCaps;
 use perfaux::abi::PerfEventAttr;
 use perfaux::aux::{AuxArea, AuxConfig};
 use perfaux::event::{Buffer, Event, EventConfig};
+use perfaux::lbr::{BranchFilter, Lbr};
 use perfaux::pmu::{EventInfo, Platform, Pmu};
 use perfaux::pt::buffer::PtBuffer;
 use perfaux::pt::pmu::{AreaPtPmu, PtPmu};
@@ -188,6 +189,10 @@ pub struct Cpu<'m, 'e> {
     pub leader: &'e Event<'e>,
     /// The sampling counters, in the configuration's order.
     pub samplers: Vec<&'e Event<'e>>,
+    /// The CPU's last-branch record, when samples carry branch stacks: one
+    /// per CPU, flushed when a thread is switched in, as
+    /// `intel_pmu_lbr_sched_task` flushes it for per-CPU events.
+    pub lbr: Option<Lbr>,
     /// The threads that take turns on the CPU.
     pub threads: Vec<Thread>,
     /// The running thread's index in `threads`.
@@ -334,6 +339,11 @@ impl<'m, 'e> Cpu<'m, 'e> {
             pt,
             leader,
             samplers,
+            lbr: config
+                .branches
+                .map(|bits| BranchFilter::new(bits).map(Lbr::new))
+                .transpose()
+                .map_err(|e| format!("branch stacks: {}", e.reason))?,
             threads,
             current: 0,
             cycles: 0,

@@ -5,10 +5,11 @@
 //! samples (`Event::overflow`), all in simulated cycles.
 
 use perfaux::abi::{PerfEventHeader, misc, record_type};
+use perfaux::lbr::{BranchKind, LBR_DEPTH};
 use perfaux::pt::stream::TraceEvent;
 use perfaux::pt::tracer::TraceHw;
 use perfaux::ring::{FixedEvent, Ring, SampleId};
-use perfaux::sample::SampleData;
+use perfaux::sample::{BranchStack, SampleData};
 
 use super::config::{CYCLES_PER_NS, Counter, Mode, QUANTUM, START_NS, TIMESLICE, TSC_EVERY};
 use super::cpu::Cpu;
@@ -109,6 +110,19 @@ impl Cpu<'_, '_> {
                 || (matches!(event, TraceEvent::Enable(_)) && tracer.enabled()));
         let index = tracer.next_event();
         tracer.trace(event);
+        if let (Some((from, to)), Some(kind)) = (taken, BranchKind::of(&event)) {
+            // The LBR sees every branch, traced or not.
+            if let Some(lbr) = self.lbr.as_mut() {
+                lbr.record(from, to, kind);
+            }
+            // The truth keeps the kinds the filter asks for (its rules are
+            // `perfaux::lbr`'s, tested there); which of them the record
+            // still holds at a sample is the truth's own model.
+            if self.setup.config.truth && self.lbr.as_ref().is_some_and(|l| l.filter().keeps(kind))
+            {
+                self.truth.taken.push((from, to));
+            }
+        }
         if let (Some((from, to)), true) = (taken, traced) {
             self.truth.branches.push(Branch {
                 from,
@@ -164,10 +178,17 @@ impl Cpu<'_, '_> {
     fn pmi(&mut self, sampler: usize) {
         self.kernel_entry(PMI_CYCLES, |m| {
             let ip = m.threads[m.current].ip(m.setup.code);
+            let mut stack = [[0; 3]; LBR_DEPTH];
+            let branch_stack = m.lbr.as_ref().map(|lbr| BranchStack {
+                hw_index: lbr.hw_index(),
+                entries: lbr.read(&mut stack),
+                counters: &[],
+            });
             let data = SampleData {
                 misc: misc::USER,
                 ip,
                 period: m.setup.config.period,
+                branch_stack,
                 ..SampleData::default()
             };
             let end = m.tracer.written();
@@ -179,6 +200,7 @@ impl Cpu<'_, '_> {
                     ip,
                     end,
                     size: 0, // the drain reads it from the record
+                    taken: m.truth.taken.len(),
                 });
             }
         });
@@ -251,6 +273,12 @@ impl Cpu<'_, '_> {
             m.tick(2);
             m.current = next;
             m.platform.current.set(n);
+            if let Some(lbr) = m.lbr.as_mut() {
+                lbr.reset();
+                m.truth
+                    .flushed
+                    .push((m.truth.taken.len(), m.truth.samples.len()));
+            }
             m.switch_record(false, n, o);
         });
     }

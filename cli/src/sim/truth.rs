@@ -53,6 +53,9 @@ pub struct SamplePoint {
     pub end: u64,
     /// AUX bytes in the sample (the window is `[end - size, end)`).
     pub size: u64,
+    /// How many of the CPU's taken branches ([`CpuTruth::taken`]) came
+    /// before it.
+    pub taken: usize,
 }
 
 /// What one CPU did.
@@ -72,6 +75,36 @@ pub struct CpuTruth {
     /// Trace events whose packets the tracer lost (a STOP region filled),
     /// as event index ranges.
     pub lost: Vec<Range<u64>>,
+    /// With branch stacks: every taken branch the CPU made, traced or not,
+    /// in order (from, to).
+    pub taken: Vec<(u64, u64)>,
+    /// With branch stacks: where the last-branch record was flushed (a
+    /// thread switched in), as the counts of [`taken`](Self::taken) and of
+    /// [`samples`](Self::samples) before it.
+    pub flushed: Vec<(usize, usize)>,
+}
+
+/// The most entries a branch stack holds (an LBR's depth).
+pub const LBR_DEPTH: usize = 32;
+
+/// What an LBR holds at `cpu`'s sample `k`: the newest [`LBR_DEPTH`]
+/// taken branches before it since the last flush before it, user branches
+/// only (both ends below the kernel's half), newest first.
+pub fn lbr_stack(cpu: &CpuTruth, k: usize) -> Vec<(u64, u64)> {
+    let at = cpu.samples[k].taken;
+    let since = cpu
+        .flushed
+        .iter()
+        .rev()
+        .find(|&&(_, samples)| samples <= k)
+        .map_or(0, |&(taken, _)| taken);
+    cpu.taken[since..at]
+        .iter()
+        .rev()
+        .filter(|(from, to)| *from != 0 && *to != 0 && from >> 63 == 0 && to >> 63 == 0)
+        .take(LBR_DEPTH)
+        .copied()
+        .collect()
 }
 
 impl CpuTruth {
@@ -299,6 +332,9 @@ pub fn render(cpus: &[CpuTruth], full: bool) -> String {
     s.push_str(
         "# lost <cpu> <n>   (full-trace mode: trace events whose packets a full AUX area lost)\n",
     );
+    s.push_str(
+        "# lbr <cpu> <tid> <ip> <n> <from>/<to>...   (-b: each sample's LBR stack, newest first)\n",
+    );
     for (c, cpu) in cpus.iter().enumerate() {
         let e = if full {
             expected_full(cpu)
@@ -332,6 +368,16 @@ pub fn render(cpus: &[CpuTruth], full: bool) -> String {
                 let _ = write!(s, " {f:#x}/{t:#x}");
             }
             s.push('\n');
+        }
+        if !cpu.taken.is_empty() || !cpu.flushed.is_empty() {
+            for (k, p) in cpu.samples.iter().enumerate() {
+                let stack = lbr_stack(cpu, k);
+                let _ = write!(s, "lbr {c} {} {:#x} {}", p.tid, p.ip, stack.len());
+                for (f, t) in stack {
+                    let _ = write!(s, " {f:#x}/{t:#x}");
+                }
+                s.push('\n');
+            }
         }
     }
     s
