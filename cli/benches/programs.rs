@@ -12,44 +12,14 @@
 //! `cargo bench -p perfaux-cli --bench programs` (needs qemu-user, gzip
 //! and a C compiler; it builds the plugin in release).
 
+mod common;
+
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-/// The CPU time of `cmd` and all it waited for, and its standard error.
-// The child is reaped by `wait4` (for its rusage), not `Child::wait`.
-#[allow(clippy::zombie_processes)]
-fn cpu_time(cmd: &mut Command) -> (Duration, String) {
-    let child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let pid = child.id() as libc::pid_t;
-    let stderr = child.stderr;
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        if let Some(mut e) = stderr {
-            use std::io::Read as _;
-            let _ = e.read_to_string(&mut s);
-        }
-        s
-    });
-    let mut status = 0;
-    // SAFETY: zeroed rusage is valid; wait4 fills it for our own child.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waits for our own child, pointers to locals.
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(r, pid, "wait4");
-    let err = reader.join().unwrap();
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "{cmd:?} failed: {err}"
-    );
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    (tv(usage.ru_utime) + tv(usage.ru_stime), err)
-}
+use common::{build_plugin, cpu_time, launch_path};
 
 /// Single-steps `program` with ptrace to its end: (steps, CPU time of the
 /// stepper and the stepped program).
@@ -126,13 +96,7 @@ fn main() {
         .and_then(|r| r.parse().ok())
         .unwrap_or(5);
     let perfaux = Path::new(env!("CARGO_BIN_EXE_perfaux"));
-    let out = Command::new(env!("CARGO"))
-        .args(["build", "--release", "--quiet", "-p", "perfaux-qemu"])
-        .status()
-        .unwrap();
-    assert!(out.success(), "building the plugin");
-    let plugin = perfaux.parent().unwrap().join("libperfaux_qemu.so");
-    assert!(plugin.is_file(), "{}", plugin.display());
+    let plugin = build_plugin(perfaux);
     let dir = scratch();
     let compute = dir.join("compute");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/compute.c");
@@ -252,12 +216,4 @@ fn main() {
         ms(true_native),
         steps as f64 / stepped.as_secs_f64() / 1e3
     );
-}
-
-/// `name` on `$PATH`.
-fn launch_path(name: &str) -> PathBuf {
-    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("{name} not on PATH"))
 }
