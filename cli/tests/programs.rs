@@ -806,6 +806,102 @@ fn branch_filters_keep_the_kinds_perf_asks_for() {
     }
 }
 
+/// BOLT's tools (Debian's `bolt-19`: `/usr/lib/llvm-19/bin`, or
+/// `PERFAUX_BOLT_DIR`); `None` skips, a failure under
+/// `PERFAUX_REQUIRE_BOLT`.
+fn bolt_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("PERFAUX_BOLT_DIR")
+        .map_or_else(|| PathBuf::from("/usr/lib/llvm-19/bin"), PathBuf::from);
+    if dir.join("perf2bolt").is_file() && dir.join("llvm-bolt").is_file() {
+        return Some(dir);
+    }
+    assert!(
+        std::env::var_os("PERFAUX_REQUIRE_BOLT").is_none(),
+        "PERFAUX_REQUIRE_BOLT is set but {} has no perf2bolt and llvm-bolt (apt-get install bolt-19)",
+        dir.display()
+    );
+    eprintln!("BOLT not installed (apt-get install bolt-19): skipped");
+    None
+}
+
+#[test]
+fn bolt_reads_branch_stacks_as_it_reads_lbr() {
+    if !ready() {
+        return;
+    }
+    let Some(bolt) = bolt_dir() else {
+        return;
+    };
+    // The README's BOLT section, on the small build of its program.
+    let bin = compile(
+        "tests/programs/layout.c",
+        "layout",
+        &["-O2", "-DSMALL", "-Wl,--emit-relocs"],
+    );
+    let data = scratch().join("bolt.data");
+    let out = record(
+        &data,
+        &["-b", "-c", "10007"],
+        &[bin.to_str().unwrap(), "200"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let fdata = scratch().join("bolt.fdata");
+    let out = std::process::Command::new(bolt.join("perf2bolt"))
+        .current_dir(scratch())
+        .arg("-p")
+        .arg(&data)
+        .arg("-o")
+        .arg(&fdata)
+        .arg(&bin)
+        .output()
+        .unwrap();
+    let log = text(&out.stdout) + &text(&out.stderr);
+    assert!(out.status.success(), "perf2bolt: {log}");
+    // LBR mode: every entry read, no trace that the code contradicts.
+    assert!(log.contains("LBR entries"), "perf2bolt: {log}");
+    assert!(
+        log.contains("traces mismatching disassembled function contents: 0 (0.0%)"),
+        "perf2bolt: {log}"
+    );
+    // A profile for every function the program ran: its 512 and main.
+    let profiled: usize = log
+        .lines()
+        .find_map(|l| {
+            l.split_once(" out of ")
+                .filter(|_| l.contains("non-empty execution profile"))
+        })
+        .and_then(|(n, _)| n.rsplit(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("perf2bolt: {log}"));
+    assert!(profiled >= 513, "{profiled} functions profiled: {log}");
+    let bolted = scratch().join("layout.bolt");
+    let out = std::process::Command::new(bolt.join("llvm-bolt"))
+        .arg(&bin)
+        .arg("-data")
+        .arg(&fdata)
+        .args([
+            "-reorder-blocks=ext-tsp",
+            "-reorder-functions=hfsort",
+            "-split-functions",
+            "-o",
+        ])
+        .arg(&bolted)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "llvm-bolt: {}", text(&out.stderr));
+    let run = |b: &Path| {
+        std::process::Command::new(b)
+            .arg("1000")
+            .output()
+            .unwrap()
+            .stdout
+    };
+    assert_eq!(
+        run(&bolted),
+        run(&bin),
+        "the BOLTed program computes the same"
+    );
+}
+
 /// The freestanding test program of the kernel module's perf phase
 /// (`kmod/guest/step_prog.c`: no libc, so no code path depends on the
 /// CPU model), built static.
