@@ -3,8 +3,8 @@
 //! the CPU time (user + system, the run and every process it waited for:
 //! `wait4`'s rusage) of each program natively, under QEMU alone, under
 //! QEMU with the plugin's callback on every block doing nothing
-//! (`idle=on`), recorded as a full trace and with AUX samples (`perfaux
-//! record`, recorder included); then ptrace single-stepping of `/bin/true`
+//! (`idle=on`), recorded as a full trace, with AUX samples and with branch
+//! stacks (`perfaux record`, `--aux-sample`, `-b`; recorder included); then ptrace single-stepping of `/bin/true`
 //! beside it. Each configuration runs `PERFAUX_BENCH_ROUNDS` times (5),
 //! rounds interleaved, and the minimum counts: this machine's speed drifts
 //! (BENCHMARKS.md), the minimum is the run least disturbed.
@@ -140,6 +140,7 @@ fn main() {
         "qemu + callback",
         "full trace",
         "AUX samples",
+        "branch stacks",
     ];
     // [program][config] -> min CPU time; the recordings' instructions and memory.
     let mut best = vec![vec![Duration::MAX; configs.len()]; programs.len()];
@@ -166,6 +167,9 @@ fn main() {
                         if *config == "AUX samples" {
                             c.arg("--aux-sample");
                         }
+                        if *config == "branch stacks" {
+                            c.arg("-b");
+                        }
                         c.arg("--");
                         c
                     }
@@ -187,19 +191,20 @@ fn main() {
     }
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
-        "\n| program | guest instructions | native ms | QEMU alone | + callback per block | full trace | AUX samples | traced M insn/s (full, CPU) | peak memory (full) |"
+        "\n| program | guest instructions | native ms | QEMU alone | + callback per block | full trace | AUX samples | branch stacks | traced M insn/s (full, CPU) | peak memory (full) |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for (p, (name, _)) in programs.iter().enumerate() {
         let native = ms(best[p][0]);
         let cell = |c: usize| format!("{:.0} ms = {:.1}x", ms(best[p][c]), ms(best[p][c]) / native);
         println!(
-            "| {name} | {} | {native:.1} | {} | {} | {} | {} | {:.0} | {} |",
+            "| {name} | {} | {native:.1} | {} | {} | {} | {} | {} | {:.0} | {} |",
             insns[p],
             cell(1),
             cell(2),
             cell(3),
             cell(4),
+            cell(5),
             insns[p] as f64 / best[p][3].as_secs_f64() / 1e6,
             mem[p]
         );
