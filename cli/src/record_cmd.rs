@@ -24,6 +24,7 @@ use crate::output::{place, staged};
 #[command(after_help = "Examples:
   perfaux record -- gzip -kf file                 trace a real program (QEMU user mode): the whole Intel PT trace
   perfaux record --aux-sample -c 50000 -- ls      every 50000 instructions a sample with the newest 4 KiB of trace
+  perfaux record -b -c 10007 -- ./prog            every 10007 instructions a sample with the newest 32 taken branches (LBR's)
   perfaux record                                  the simulator: 4 CPUs, 20 ms, snapshot mode, perf.data
   perfaux record --samples 1000 --seed 7 -o a.data
   perfaux record --mode full --aux-pages 256      the whole trace, as AUXTRACE records
@@ -424,6 +425,13 @@ impl Report<'_> {
             summary.aux_samples,
             mib(summary.aux_sample_bytes)
         )?;
+        if config.branches.is_some() {
+            writeln!(
+                w,
+                "  stacks    {} branches in the samples' branch stacks",
+                summary.stack_branches
+            )?;
+        }
         writeln!(
             w,
             "  AUX       {} PERF_RECORD_AUX ({} truncated), {} in AUXTRACE records",

@@ -24,6 +24,8 @@ pub struct Summary {
     pub aux_samples: u64,
     /// Bytes of AUX data in samples.
     pub aux_sample_bytes: u64,
+    /// Entries in the samples' branch stacks (`-b`).
+    pub stack_branches: u64,
     /// `PERF_RECORD_AUX` records.
     pub aux_records: u64,
     /// `PERF_RECORD_AUX` records flagged TRUNCATED.
@@ -103,6 +105,9 @@ impl<'w, R: RecordWriter> Sink<'w, R> {
                 if aux > 0 {
                     self.summary.aux_samples += 1;
                     self.summary.aux_sample_bytes += aux;
+                }
+                if let Some(stack) = s.branch_stack {
+                    self.summary.stack_branches += stack.len() as u64;
                 }
                 // Samples leave a CPU's ring in the order its PMIs took them.
                 if let Some(p) = truth.samples.get_mut(truth.drained) {
