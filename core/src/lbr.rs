@@ -237,18 +237,39 @@ pub struct Lbr {
     len: usize,
     /// Branches recorded since the start (wrapping).
     recorded: u64,
+    /// `filter`'s kinds, and the flags word of each [`BranchKind`] (by
+    /// its discriminant): what [`record`](Self::record) needs, worked out
+    /// once, as the PMU programs `LBR_SELECT` once.
+    kinds: u8,
+    flags: [u64; 6],
 }
 
 impl Lbr {
     /// An empty record that keeps what `filter` keeps.
     pub const fn new(filter: BranchFilter) -> Lbr {
+        const KINDS: [BranchKind; 6] = [
+            BranchKind::Conditional,
+            BranchKind::Jump,
+            BranchKind::IndirectJump,
+            BranchKind::Call,
+            BranchKind::IndirectCall,
+            BranchKind::Return,
+        ];
+        let mut flags = [0; 6];
+        let mut i = 0;
+        while i < KINDS.len() {
+            flags[KINDS[i] as usize] = filter.flags(KINDS[i]);
+            i += 1;
+        }
         // INVARIANT: empty.
         Lbr {
+            kinds: filter.kinds,
             filter,
             entries: [[0; 3]; LBR_DEPTH],
             top: LBR_DEPTH - 1,
             len: 0,
             recorded: 0,
+            flags,
         }
     }
 
@@ -258,14 +279,16 @@ impl Lbr {
     }
 
     /// The entry of a branch the filter keeps, `None` for one it drops.
+    #[inline(always)]
     fn entry(&self, from: u64, to: u64, kind: BranchKind) -> Option<[u64; 3]> {
-        let user = from != 0 && to != 0 && !kernel_ip(from) && !kernel_ip(to);
-        (user && self.filter.keeps(kind)).then(|| [from, to, self.filter.flags(kind)])
+        let user = from != 0 && to != 0 && !kernel_ip(from | to);
+        (user && self.kinds & kind.bit() != 0).then(|| [from, to, self.flags[kind as usize]])
     }
 
     /// A branch of `kind` from `from` to `to` was taken: recorded as the
     /// newest if the filter keeps it. Returns whether it was.
-    #[inline]
+    // Always inlined: a flow calls it for every taken branch.
+    #[inline(always)]
     pub fn record(&mut self, from: u64, to: u64, kind: BranchKind) -> bool {
         let Some(entry) = self.entry(from, to, kind) else {
             return false;

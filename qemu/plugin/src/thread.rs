@@ -39,7 +39,42 @@ impl FlowSink for Events<'_> {
     }
 }
 
-/// What a run makes when branches are wanted: the trace's events (when
+/// The events of a run and the last-branch record (AUX samples with
+/// branch stacks).
+struct EventsAndLbr<'a> {
+    events: &'a mut Vec<TraceEvent>,
+    lbr: &'a mut Lbr,
+}
+
+impl FlowSink for EventsAndLbr<'_> {
+    #[inline(always)]
+    fn event(&mut self, event: TraceEvent) {
+        self.events.push(event);
+    }
+    #[inline(always)]
+    fn branch(&mut self, from: u64, to: u64, kind: Option<BranchKind>) {
+        if let Some(kind) = kind {
+            self.lbr.record(from, to, kind);
+        }
+    }
+}
+
+/// The last-branch record alone (branch stacks without a trace): the
+/// events are not made.
+struct LbrOnly<'a>(&'a mut Lbr);
+
+impl FlowSink for LbrOnly<'_> {
+    #[inline(always)]
+    fn event(&mut self, _: TraceEvent) {}
+    #[inline(always)]
+    fn branch(&mut self, from: u64, to: u64, kind: Option<BranchKind>) {
+        if let Some(kind) = kind {
+            self.0.record(from, to, kind);
+        }
+    }
+}
+
+/// What a run makes when the truth is kept: the trace's events (when
 /// the thread is traced), the truth's branches (when kept), the
 /// last-branch record (when samples carry branch stacks).
 struct WithBranches<'a> {
@@ -87,19 +122,24 @@ impl FlowSink for Resolution {
 }
 
 /// Runs `$call` (a flow method taking the sink last) with the thread's
-/// sink: the plain one for a trace alone, the one with branches when the
-/// truth or a branch stack wants them (a macro: the flow is borrowed
-/// beside the thread's other fields).
+/// sink: one made for each way of running without a truth (a trace, a
+/// trace and branch stacks, branch stacks alone), and the general one
+/// when the truth is kept (a macro: the flow is borrowed beside the
+/// thread's other fields).
 macro_rules! flow {
     ($t:expr, $method:ident($($arg:expr),*)) => {
-        if $t.truth.is_none() && $t.lbr.is_none() {
-            $t.flow.$method($($arg,)* &mut Events(&mut $t.events))
-        } else {
-            $t.flow.$method($($arg,)* &mut WithBranches {
-                events: if $t.traced { Some(&mut $t.events) } else { None },
-                truth: $t.truth.as_mut().map(|t| t.pending()),
-                lbr: $t.lbr.as_mut(),
-            })
+        match ($t.truth.as_mut(), $t.lbr.as_mut(), $t.traced) {
+            (None, None, _) => $t.flow.$method($($arg,)* &mut Events(&mut $t.events)),
+            (None, Some(lbr), true) => $t.flow.$method($($arg,)* &mut EventsAndLbr {
+                events: &mut $t.events,
+                lbr,
+            }),
+            (None, Some(lbr), false) => $t.flow.$method($($arg,)* &mut LbrOnly(lbr)),
+            (Some(truth), lbr, traced) => $t.flow.$method($($arg,)* &mut WithBranches {
+                events: if traced { Some(&mut $t.events) } else { None },
+                truth: Some(truth.pending()),
+                lbr,
+            }),
         }
     };
 }
