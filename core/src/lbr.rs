@@ -40,6 +40,10 @@ use crate::pt::stream::TraceEvent;
 /// (`x86_pmu.lbr_nr`).
 pub const LBR_DEPTH: usize = 32;
 
+// The ring's index arithmetic wraps (`Lbr::slot`): exact only for a power
+// of two.
+const _: () = assert!(LBR_DEPTH.is_power_of_two());
+
 /// What a taken branch instruction is (`X86_BR_*` of the branches a user
 /// program makes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -247,20 +251,15 @@ pub struct Lbr {
 impl Lbr {
     /// An empty record that keeps what `filter` keeps.
     pub const fn new(filter: BranchFilter) -> Lbr {
-        const KINDS: [BranchKind; 6] = [
-            BranchKind::Conditional,
-            BranchKind::Jump,
-            BranchKind::IndirectJump,
-            BranchKind::Call,
-            BranchKind::IndirectCall,
-            BranchKind::Return,
+        // In the kinds' declaration order, their discriminants.
+        let flags = [
+            filter.flags(BranchKind::Conditional),
+            filter.flags(BranchKind::Jump),
+            filter.flags(BranchKind::IndirectJump),
+            filter.flags(BranchKind::Call),
+            filter.flags(BranchKind::IndirectCall),
+            filter.flags(BranchKind::Return),
         ];
-        let mut flags = [0; 6];
-        let mut i = 0;
-        while i < KINDS.len() {
-            flags[KINDS[i] as usize] = filter.flags(KINDS[i]);
-            i += 1;
-        }
         // INVARIANT: empty.
         Lbr {
             kinds: filter.kinds,
@@ -282,7 +281,8 @@ impl Lbr {
     #[inline(always)]
     fn entry(&self, from: u64, to: u64, kind: BranchKind) -> Option<[u64; 3]> {
         let user = from != 0 && to != 0 && !kernel_ip(from | to);
-        (user && self.kinds & kind.bit() != 0).then(|| [from, to, self.flags[kind as usize]])
+        let flags = self.flags.get(kind as usize).copied().unwrap_or(0);
+        (user && self.kinds & kind.bit() != 0).then_some([from, to, flags])
     }
 
     /// A branch of `kind` from `from` to `to` was taken: recorded as the
@@ -295,9 +295,9 @@ impl Lbr {
         };
         // INVARIANT: `top` stays below LBR_DEPTH and the new newest entry
         // is at it; `len` grows to at most LBR_DEPTH.
-        self.top = (self.top + 1) % LBR_DEPTH;
+        self.top = self.slot(-1);
         self.entries[self.top] = entry;
-        self.len = (self.len + 1).min(LBR_DEPTH);
+        self.len = self.len.saturating_add(1).min(LBR_DEPTH);
         self.recorded = self.recorded.wrapping_add(1);
         true
     }
@@ -316,17 +316,24 @@ impl Lbr {
         };
         // The newer entries move up one place (the oldest falls off when
         // full), and the late one takes the place below them.
-        self.top = (self.top + 1) % LBR_DEPTH;
-        for i in 0..newer {
-            let to = (self.top + LBR_DEPTH - i) % LBR_DEPTH;
-            let from = (self.top + LBR_DEPTH - i - 1) % LBR_DEPTH;
-            self.entries[to] = self.entries[from];
+        self.top = self.slot(-1);
+        for i in 0..newer as isize {
+            self.entries[self.slot(i)] = self.entries[self.slot(i + 1)];
         }
-        self.entries[(self.top + LBR_DEPTH - newer) % LBR_DEPTH] = entry;
+        self.entries[self.slot(newer as isize)] = entry;
         // INVARIANT: one more entry, at most LBR_DEPTH; `top` in range.
-        self.len = (self.len + 1).min(LBR_DEPTH);
+        self.len = self.len.saturating_add(1).min(LBR_DEPTH);
         self.recorded = self.recorded.wrapping_add(1);
         true
+    }
+
+    /// The index of the entry `back` places below the top (the top's
+    /// next for -1), in the ring: the arithmetic wraps and the depth, a
+    /// power of two, divides 2^64, so the remainder is the ring's index
+    /// and below [`LBR_DEPTH`], no bounds check and no overflow to fail.
+    #[inline(always)]
+    const fn slot(&self, back: isize) -> usize {
+        self.top.wrapping_sub(back as usize) % LBR_DEPTH
     }
 
     /// Branches recorded since the start (wrapping): the difference of two
@@ -344,10 +351,10 @@ impl Lbr {
     /// The entries, newest first, copied into `stack`: what a sample's
     /// `PERF_SAMPLE_BRANCH_STACK` carries.
     pub fn read<'s>(&self, stack: &'s mut [[u64; 3]; LBR_DEPTH]) -> &'s [[u64; 3]] {
-        for (i, slot) in stack.iter_mut().take(self.len).enumerate() {
-            *slot = self.entries[(self.top + LBR_DEPTH - i) % LBR_DEPTH];
+        for (i, entry) in stack.iter_mut().take(self.len).enumerate() {
+            *entry = self.entries[self.slot(i as isize)];
         }
-        &stack[..self.len]
+        &stack[..self.len.min(LBR_DEPTH)]
     }
 
     /// The `hw_idx` of a sample (`PERF_SAMPLE_BRANCH_HW_INDEX`): the
