@@ -5,7 +5,7 @@
 
 mod check;
 mod describe;
-mod ordering;
+pub mod ordering;
 mod packets;
 
 pub use check::{CheckReport, check};
