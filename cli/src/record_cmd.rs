@@ -6,7 +6,7 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
@@ -281,7 +281,8 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
     if to_stdout {
         write_side(&side)?;
     }
-    let stop = interrupt_flag();
+    let interrupt = interrupt_flag();
+    let stop = &interrupt.stop;
     let started = Instant::now();
     // Hidden until the run has taken a second: short runs print no bar.
     let bar = ProgressBar::with_draw_target(Some(1000), ProgressDrawTarget::hidden());
@@ -380,8 +381,9 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             summary.simulated_ns as f64 / 1e6,
             summary.samples
         );
-        // perf record, stopped by SIGINT, also writes its file and exits 130.
-        return Ok(ExitCode::from(130));
+        // perf record, stopped by SIGINT, SIGTERM or SIGHUP, also writes its
+        // file, then ends by that signal (130, 143, 129).
+        return Ok(ExitCode::from(interrupt.status().unwrap_or(130)));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -485,18 +487,42 @@ impl Report<'_> {
     }
 }
 
-/// Set once Ctrl-C (SIGINT) arrives: the run then stops at its next round
-/// and writes a complete, shorter file. A second Ctrl-C ends the process at
-/// once (the previous files stay as they were).
-pub(crate) fn interrupt_flag() -> Arc<AtomicBool> {
-    let flag = Arc::new(AtomicBool::new(false));
-    let seen = Arc::clone(&flag);
-    // Failing to install the handler leaves Ctrl-C's default: nothing is
-    // replaced either way.
-    let _installed = ctrlc::set_handler(move || {
-        if seen.swap(true, Ordering::Relaxed) {
-            std::process::exit(130);
+/// What stops a run early: SIGINT (Ctrl-C), SIGTERM (what `timeout`, CI
+/// runners and systemd send) or SIGHUP, as they stop `perf record`. The
+/// run then ends at its next round with a complete, shorter file; a second
+/// one ends the process at once, with the status that signal gives.
+pub(crate) struct Interrupt {
+    /// Set by the first of those signals.
+    pub(crate) stop: Arc<AtomicBool>,
+    /// The last of them to arrive (0: none).
+    signal: Arc<AtomicUsize>,
+}
+
+impl Interrupt {
+    /// The exit status of a run the signal stopped: 128 + the signal, as a
+    /// shell reports `perf record`'s (it writes its file, then raises the
+    /// signal again); `None` if none came.
+    pub(crate) fn status(&self) -> Option<u8> {
+        match self.signal.load(Ordering::Relaxed) {
+            0 => None,
+            s => Some(128u8.saturating_add(s as u8)),
         }
-    });
-    flag
+    }
+}
+
+/// Installs the handlers of [`Interrupt`]'s signals. Failing to install
+/// one leaves that signal's default: nothing is replaced either way.
+pub(crate) fn interrupt_flag() -> Interrupt {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    use signal_hook::flag;
+    let stop = Arc::new(AtomicBool::new(false));
+    let signal = Arc::new(AtomicUsize::new(0));
+    for sig in [SIGINT, SIGTERM, SIGHUP] {
+        // In this order: the shutdown tests the flag before the first
+        // signal sets it, so only a second one ends the process.
+        let _ = flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(&stop));
+        let _ = flag::register(sig, Arc::clone(&stop));
+        let _ = flag::register_usize(sig, Arc::clone(&signal), sig as usize);
+    }
+    Interrupt { stop, signal }
 }

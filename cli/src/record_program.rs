@@ -70,7 +70,8 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         return Err("--aux-sample=0: a sample needs at least 8 bytes of trace".into());
     }
     let file = staged(&args.output)?;
-    let stop = interrupt_flag();
+    let interrupt = interrupt_flag();
+    let stop = &interrupt.stop;
     let started = Instant::now();
     let failed = |e: &dyn std::fmt::Display| {
         format!(
@@ -78,7 +79,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             args.output.display()
         )
     };
-    let (outcome, out) = emu::record(&options, BufWriter::new(file), &stop)?;
+    let (outcome, out) = emu::record(&options, BufWriter::new(file), stop)?;
     let file = out.into_inner().map_err(|e| failed(e.error()))?;
     file.as_file().sync_all().map_err(|e| failed(&e))?;
     let backup = place(file, &args.output, true)?;

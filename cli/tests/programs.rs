@@ -988,15 +988,16 @@ fn a_static_program_runs_what_ptrace_counts_natively() {
     assert_eq!(traced, single_step_count(&bin, "loop"));
 }
 
-#[test]
-fn ctrl_c_leaves_a_complete_shorter_file() {
-    if !ready() {
-        return;
-    }
+/// Records the workload for long, sends `signal` to perfaux's process
+/// group (`group`: as Ctrl-C reaches a shell's job) or to perfaux alone
+/// (as `timeout` and CI runners send SIGTERM) once records reach the
+/// file, and holds the run to perf record's conduct: a complete, shorter
+/// file that decodes, no temporary file left, and `status` (the program's:
+/// the signal ended it, or perfaux asked it to end with SIGTERM).
+fn a_signal_leaves_a_complete_shorter_file(name: &str, signal: i32, group: bool, status: i32) {
     let bin = workload();
-    let data = scratch().join("ctrlc.data");
-    // In a process group of its own, as a shell runs a job: Ctrl-C
-    // reaches perfaux and the program alike.
+    let data = scratch().join(format!("{name}.data"));
+    // In a process group of its own, as a shell runs a job.
     let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("perfaux"));
     cmd.current_dir(scratch())
         .env("PERF_BUILDID_DIR", cache())
@@ -1012,11 +1013,12 @@ fn ctrl_c_leaves_a_complete_shorter_file() {
     let child = cmd.spawn().unwrap();
     // Wait until records reach the file being written (its temporary name
     // beside it): the program runs under the emulator then.
+    let prefix = format!(".{name}.data.");
     let staged = || {
         std::fs::read_dir(scratch())
             .unwrap()
             .filter_map(Result::ok)
-            .filter(|e| e.file_name().to_string_lossy().starts_with(".ctrlc.data."))
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
             .map(|e| e.metadata().map_or(0, |m| m.len()))
             .max()
     };
@@ -1024,19 +1026,40 @@ fn ctrl_c_leaves_a_complete_shorter_file() {
     while staged().unwrap_or(0) < 64 << 10 {
         assert!(
             std::time::Instant::now() < deadline,
-            "no records within 120 s"
+            "{name}: no records within 120 s"
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    // SAFETY: signals the process group of our own child.
-    unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGINT) };
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: signals our own child, or its process group.
+    unsafe { libc::kill(if group { -pid } else { pid }, signal) };
     let out = child.wait_with_output().unwrap();
     let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "the program's SIGINT: {err}");
-    assert!(err.contains("interrupted"), "{err}");
-    assert_eq!(staged(), None, "no temporary file left");
+    assert_eq!(out.status.code(), Some(status), "{name}: {err}");
+    assert!(err.contains("interrupted"), "{name}: {err}");
+    assert_eq!(staged(), None, "{name}: no temporary file left");
     let counted = perf_instructions(&data);
-    assert!(counted[&0] > 100_000, "{counted:?}");
+    assert!(counted[&0] > 100_000, "{name}: {counted:?}");
+}
+
+#[test]
+fn ctrl_c_leaves_a_complete_shorter_file() {
+    if !ready() {
+        return;
+    }
+    // Ctrl-C reaches perfaux and the program alike: the program's SIGINT.
+    a_signal_leaves_a_complete_shorter_file("ctrlc", libc::SIGINT, true, 130);
+}
+
+#[test]
+fn sigterm_to_the_recorder_ends_the_program_and_keeps_the_file() {
+    if !ready() {
+        return;
+    }
+    // perfaux alone: it asks the program to end (SIGTERM), as perf record
+    // asks its workload, and writes its file.
+    a_signal_leaves_a_complete_shorter_file("term", libc::SIGTERM, false, 143);
+    a_signal_leaves_a_complete_shorter_file("hup", libc::SIGHUP, false, 143);
 }
 
 #[test]

@@ -106,8 +106,10 @@ fn a_bad_directory_is_named_and_nothing_is_created() {
     assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
 }
 
-#[test]
-fn ctrl_c_writes_a_complete_shorter_file() {
+/// Runs a 10 s recording, sends it `signal` once it runs, and holds it to
+/// what perf record does: a complete, shorter file, one line, and the
+/// status a shell reports for that signal.
+fn a_signal_writes_a_complete_shorter_file(signal: &str, status: i32) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("perf.data");
     let bin = assert_cmd::cargo::cargo_bin("perfaux");
@@ -126,20 +128,28 @@ fn ctrl_c_writes_a_complete_shorter_file() {
     }
     std::thread::sleep(Duration::from_millis(500));
     let kill = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args([&format!("-{signal}"), &child.id().to_string()])
         .status()
         .unwrap();
     assert!(kill.success());
     let o = child.wait_with_output().unwrap();
-    // 130, as perf record exits after SIGINT, with its file written.
-    assert_eq!(o.status.code(), Some(130), "{}", text(&o.stderr));
+    // As perf record ends after the signal, with its file written.
+    assert_eq!(
+        o.status.code(),
+        Some(status),
+        "{signal}: {}",
+        text(&o.stderr)
+    );
     let err = text(&o.stderr);
-    assert_eq!(err.lines().count(), 1, "one line: {err}");
-    assert!(err.starts_with("perfaux: interrupted after "), "{err}");
-    assert!(parses(&out) > 0, "the file is complete");
+    assert_eq!(err.lines().count(), 1, "{signal}: one line: {err}");
+    assert!(
+        err.starts_with("perfaux: interrupted after "),
+        "{signal}: {err}"
+    );
+    assert!(parses(&out) > 0, "{signal}: the file is complete");
     assert!(
         leftovers(dir.path()).is_empty(),
-        "{:?}",
+        "{signal}: {:?}",
         leftovers(dir.path())
     );
     // It holds fewer samples than the full 10 s would.
@@ -149,7 +159,24 @@ fn ctrl_c_writes_a_complete_shorter_file() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(check.status.code(), Some(0), "{}", text(&check.stdout));
+    assert_eq!(
+        check.status.code(),
+        Some(0),
+        "{signal}: {}",
+        text(&check.stdout)
+    );
+}
+
+#[test]
+fn ctrl_c_writes_a_complete_shorter_file() {
+    a_signal_writes_a_complete_shorter_file("INT", 130);
+}
+
+#[test]
+fn sigterm_and_sighup_stop_a_recording_as_ctrl_c_does() {
+    // What `timeout`, CI runners and systemd send, and a closed terminal.
+    a_signal_writes_a_complete_shorter_file("TERM", 143);
+    a_signal_writes_a_complete_shorter_file("HUP", 129);
 }
 
 #[test]
