@@ -85,7 +85,10 @@ pub fn run(args: &DumpArgs) -> Result<ExitCode, String> {
                 if report.violations.is_empty() {
                     "OK".to_owned()
                 } else {
-                    format!("{} violations", report.violations.len())
+                    match report.violations.len() {
+                        1 => "1 violation".to_owned(),
+                        n => format!("{n} violations"),
+                    }
                 }
             )
         })();

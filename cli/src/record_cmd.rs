@@ -410,10 +410,11 @@ impl Report<'_> {
         let (summary, config, took) = (self.summary, self.config, self.took);
         writeln!(
             w,
-            "perfaux: wrote {} ({:.1} MiB): {} CPUs, {:.1} ms simulated, {} mode",
+            "perfaux: wrote {} ({:.1} MiB): {} CPU{}, {:.1} ms simulated, {} mode",
             self.output,
             self.file_bytes as f64 / (1024.0 * 1024.0),
             config.cpus,
+            if config.cpus == 1 { "" } else { "s" },
             summary.simulated_ns as f64 / 1e6,
             match config.mode {
                 Mode::Snapshot => "snapshot",

@@ -119,6 +119,7 @@ fn malformed_files_are_refused_clearly() {
     let mut bad_magic = good.clone();
     bad_magic[..8].copy_from_slice(b"PERFILE1");
     assert_refused(&bad_magic, "not a perf.data file");
+    assert_refused(&[], "not a perf.data file: it is empty");
 
     assert_refused(&good[..50], "truncated header");
     assert_refused(&good[..good.len() / 2], "past the end of the file");

@@ -224,3 +224,18 @@ fn limits_are_refused_or_warned_in_one_line() {
         "{err}"
     );
 }
+
+#[test]
+fn the_summary_says_one_cpu_not_one_cpus() {
+    let dir = tempfile::tempdir().unwrap();
+    for (cpus, words) in [("1", "): 1 CPU, "), ("2", "): 2 CPUs, ")] {
+        let out = perfaux()
+            .args(["record", "--samples", "5", "--cpus", cpus, "-o"])
+            .arg(dir.path().join("perf.data"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        // The summary is the run's output (standard error with -o -).
+        assert!(text(&out.stdout).contains(words), "{}", text(&out.stdout));
+    }
+}

@@ -86,6 +86,9 @@ impl<'a> PerfData<'a> {
     /// read lazily by [`records`](Self::records)), in either of perf's
     /// formats: a file, or a pipe-format stream saved to one.
     pub fn parse(bytes: &'a [u8]) -> Result<Self, FormatError> {
+        if bytes.is_empty() {
+            return err("not a perf.data file: it is empty");
+        }
         if bytes.len() < 8 || bytes[..8] != MAGIC {
             return err("not a perf.data file: the magic is not PERFILE2");
         }
