@@ -26,7 +26,7 @@ use crate::output::{place, staged};
 #[command(after_help = "Examples:
   perfaux repair cut.data -o fixed.data && perf script -i fixed.data --itrace=i0ns
   perfaux repair perf.data -o perf.data      in place (written whole, then renamed)
-A file that is not cut is left alone: nothing is written and the exit status is 0.")]
+A file that is not cut is copied whole to the output (left alone when it is the output).")]
 pub struct RepairArgs {
     /// The cut perf.data file.
     file: PathBuf,
@@ -39,11 +39,26 @@ pub struct RepairArgs {
 pub fn run(args: &RepairArgs) -> Result<ExitCode, String> {
     let name = args.file.display();
     let bytes = std::fs::read(&args.file).map_err(|e| format!("cannot read {name}: {e}"))?;
+    let out = args.output.display();
     let Some(fixed) = repair(&bytes).map_err(|e| format!("{name}: {e}"))? else {
-        println!("{name}: not cut: nothing to repair, nothing written");
+        // Not cut: the output is the file itself, so that `repair x -o y
+        // && perf script -i y` holds whether x was cut or not.
+        let same = std::fs::canonicalize(&args.file)
+            .ok()
+            .zip(std::fs::canonicalize(&args.output).ok())
+            .is_some_and(|(a, b)| a == b);
+        if same {
+            println!("{name}: not cut: nothing to repair, left as it is");
+        } else {
+            let mut f = staged(&args.output)?;
+            f.write_all(&bytes)
+                .and_then(|()| f.as_file().sync_all())
+                .map_err(|e| format!("writing {out}: {e} (nothing was replaced)"))?;
+            place(f, &args.output, false)?;
+            println!("{name}: not cut: nothing to repair, copied whole to {out}");
+        }
         return Ok(ExitCode::SUCCESS);
     };
-    let out = args.output.display();
     let mut f = staged(&args.output)?;
     f.write_all(&fixed.bytes)
         .and_then(|()| f.as_file().sync_all())

@@ -182,3 +182,24 @@ fn a_cut_file_fails_in_perf_as_a_cut_perf_written_file_does() {
         assert_eq!(outcomes[0], expected, "{mode}: perf 6.1 on a cut file");
     }
 }
+
+#[test]
+fn repairing_a_complete_file_gives_the_file_itself() {
+    // `repair x -o y && perf script -i y` holds whether x was cut or not.
+    let whole = tmp("whole.data");
+    record(&whole, &["--samples", "20", "--quiet"]);
+    let copy = tmp("whole-repaired.data");
+    let _ = std::fs::remove_file(&copy);
+    repair(&whole, &copy);
+    assert_eq!(
+        std::fs::read(&copy).unwrap(),
+        std::fs::read(&whole).unwrap()
+    );
+    // In place: left as it is.
+    let before = std::fs::metadata(&whole).unwrap().modified().unwrap();
+    repair(&whole, &whole);
+    assert_eq!(
+        std::fs::metadata(&whole).unwrap().modified().unwrap(),
+        before
+    );
+}
