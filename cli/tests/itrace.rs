@@ -427,6 +427,19 @@ fn the_simulators_branch_stacks_are_its_cpus_newest_branches() {
         "{short} short stacks of {}",
         sizes.len()
     );
+    // The file says its samples carry stacks (HEADER_BRANCH_STACK): perf
+    // report's branch view takes it.
+    let report = Process::new("perf")
+        .args(["report", "--branch-history", "--stdio", "-i"])
+        .arg(tmp("b1.data"))
+        .output()
+        .unwrap();
+    assert!(report.status.success(), "{}", text(&report.stderr));
+    assert!(
+        text(&report.stdout).contains("predicted"),
+        "{}",
+        text(&report.stdout)
+    );
     let out = common::perfaux()
         .args(["dump", "--check"])
         .arg(tmp("b2.data"))

@@ -241,10 +241,8 @@ pub struct Lbr {
     len: usize,
     /// Branches recorded since the start (wrapping).
     recorded: u64,
-    /// `filter`'s kinds, and the flags word of each [`BranchKind`] (by
-    /// its discriminant): what [`record`](Self::record) needs, worked out
-    /// once, as the PMU programs `LBR_SELECT` once.
-    kinds: u8,
+    /// The flags word of each [`BranchKind`] (by its discriminant),
+    /// worked out once, as the PMU programs `LBR_SELECT` once.
     flags: [u64; 6],
 }
 
@@ -262,7 +260,6 @@ impl Lbr {
         ];
         // INVARIANT: empty.
         Lbr {
-            kinds: filter.kinds,
             filter,
             entries: [[0; 3]; LBR_DEPTH],
             top: LBR_DEPTH - 1,
@@ -282,7 +279,7 @@ impl Lbr {
     fn entry(&self, from: u64, to: u64, kind: BranchKind) -> Option<[u64; 3]> {
         let user = from != 0 && to != 0 && !kernel_ip(from | to);
         let flags = self.flags.get(kind as usize).copied().unwrap_or(0);
-        (user && self.kinds & kind.bit() != 0).then_some([from, to, flags])
+        (user && self.filter.keeps(kind)).then_some([from, to, flags])
     }
 
     /// A branch of `kind` from `from` to `to` was taken: recorded as the

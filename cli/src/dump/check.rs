@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use perfaux::abi::record_type;
+use perfaux::lbr::LBR_DEPTH;
 
 use super::ordering::RoundOrder;
 use super::packets::summarize;
@@ -30,10 +31,6 @@ pub struct CheckReport {
     /// Branch-stack entries checked.
     pub stack_branches: u64,
 }
-
-/// The most entries a branch stack has: the deepest LBR (Intel's 32;
-/// Arch LBR's `lbr_nr` tops out at 32 as well).
-const MAX_STACK: usize = 32;
 
 /// Executable mappings of each process, from its MMAP and MMAP2 records:
 /// pid -> (start, end).
@@ -78,7 +75,8 @@ impl CodeMaps {
     }
 }
 
-/// A sample's branch stack: at most [`MAX_STACK`] entries, each from and
+/// A sample's branch stack: at most [`LBR_DEPTH`] entries (the deepest
+/// LBR: Intel's 32, Arch LBR's `lbr_nr` tops out at 32 as well), each from and
 /// to in code its process mapped (user code, for a user-only event).
 fn check_branch_stack(
     stack: &crate::perfdata::ParsedBranchStack<'_>,
@@ -86,9 +84,9 @@ fn check_branch_stack(
     maps: &CodeMaps,
     bad: &mut impl FnMut(String),
 ) {
-    if stack.len() > MAX_STACK {
+    if stack.len() > LBR_DEPTH {
         bad(format!(
-            "a branch stack of {} entries: an LBR holds at most {MAX_STACK}",
+            "a branch stack of {} entries: an LBR holds at most {LBR_DEPTH}",
             stack.len()
         ));
     }
@@ -141,6 +139,8 @@ pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
             ));
         }
         let mut time: Option<u64> = None;
+        // Whether or not records carry a trailer.
+        maps.note(record.header.type_, record.header.misc, r);
         match record.header.type_ {
             user_record::FINISHED_ROUND => order.finished_round(),
             user_record::ID_INDEX => {
@@ -256,7 +256,6 @@ pub fn check(file: &PerfData<'_>) -> Result<CheckReport, FormatError> {
                 rep.aux_bytes += record.payload.len() as u64;
             }
             t if is_kernel_record(t) && sample_id_all => {
-                maps.note(t, record.header.misc, r);
                 match parse_trailer(&file.events[0].attr, r) {
                     Err(err) => bad(format!("{}: {err}", record_name(t))),
                     Ok(tr) => {
@@ -456,6 +455,11 @@ mod tests {
         );
     }
 
+    /// What `check` finds in the file `bytes`.
+    fn violations_of(bytes: &[u8]) -> Vec<String> {
+        check(&PerfData::parse(bytes).unwrap()).unwrap().violations
+    }
+
     /// A file of one event (IDENTIFIER | TIME) whose samples carry
     /// `times`, a 0 standing for a `PERF_RECORD_FINISHED_ROUND`.
     fn file_with_times(times: &[u64]) -> Vec<u8> {
@@ -486,11 +490,13 @@ mod tests {
 
     /// A file of one event (TID | IDENTIFIER | BRANCH_STACK): process 7
     /// maps code at 0x1000..0x2000, then a sample carries `stack`.
-    fn file_with_stack(stack: &[(u64, u64)]) -> Vec<u8> {
+    fn file_with_stack(stack: &[(u64, u64)], sample_id_all: bool) -> Vec<u8> {
         let mut attr = PerfEventAttr::new(136);
         attr.sample_type = st::TID | st::IDENTIFIER | st::BRANCH_STACK;
         attr.branch_sample_type = perfaux::abi::branch_sample_type::ANY;
-        attr.flags = attr_flags::SAMPLE_ID_ALL;
+        if sample_id_all {
+            attr.flags = attr_flags::SAMPLE_ID_ALL;
+        }
         let events = [WriterEvent {
             attr,
             name: "s".into(),
@@ -503,16 +509,18 @@ mod tests {
             }
         };
         // MMAP2: pid/tid, addr, len, pgoff, dev, ino, ino_gen, prot|flags,
-        // "/a" padded, then the trailer (pid/tid, identifier).
+        // "/a" padded, then the trailer (pid/tid, identifier) if any.
         let mut mmap2 = Vec::new();
         mmap2.extend_from_slice(&record_type::MMAP2.to_le_bytes());
-        mmap2.extend_from_slice(&[0, 0, 96, 0]);
+        mmap2.extend_from_slice(&[0, 0, if sample_id_all { 96 } else { 80 }, 0]);
         words(
             &mut mmap2,
             &[7 | 7 << 32, 0x1000, 0x1000, 0, 0, 0, 0, 5 | 2 << 32],
         );
         mmap2.extend_from_slice(b"/a\0\0\0\0\0\0");
-        words(&mut mmap2, &[7 | 7 << 32, 1]);
+        if sample_id_all {
+            words(&mut mmap2, &[7 | 7 << 32, 1]);
+        }
         w.record(&mmap2).unwrap();
         let mut sample = Vec::new();
         sample.extend_from_slice(&record_type::SAMPLE.to_le_bytes());
@@ -529,11 +537,12 @@ mod tests {
 
     #[test]
     fn check_holds_branch_stacks_to_mapped_code_and_32_entries() {
-        let violations = |stack: &[(u64, u64)]| {
-            check(&PerfData::parse(&file_with_stack(stack)).unwrap())
-                .unwrap()
-                .violations
-        };
+        let violations = |stack: &[(u64, u64)]| violations_of(&file_with_stack(stack, true));
+        // Maps count whether or not records carry a trailer.
+        assert_eq!(
+            violations_of(&file_with_stack(&[(0x1010, 0x1800)], false)),
+            Vec::<String>::new()
+        );
         assert_eq!(
             violations(&[(0x1010, 0x1800), (0x1fff, 0x1000)]),
             Vec::<String>::new()
@@ -554,11 +563,7 @@ mod tests {
 
     #[test]
     fn check_finds_the_records_perf_cannot_sort() {
-        let violations = |times: &[u64]| {
-            check(&PerfData::parse(&file_with_times(times)).unwrap())
-                .unwrap()
-                .violations
-        };
+        let violations = |times: &[u64]| violations_of(&file_with_times(times));
         // An interrupt's records ahead of the one it interrupted: sorted
         // within the rounds perf keeps open.
         assert!(violations(&[10, 30, 20, 0, 25, 0, 40]).is_empty());

@@ -149,6 +149,6 @@ pub fn features(config: &Config, build_id: &[u8; 20]) -> Features {
             path: config.binary.clone(),
         }],
         auxtrace_index: Some(Vec::new()),
-        branch_stack: false,
+        branch_stack: config.branches.is_some(),
     }
 }

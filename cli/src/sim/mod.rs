@@ -270,9 +270,13 @@ fn run<R: RecordWriter>(
     summary.lost_trace_events = cpus.iter().map(|c| c.tracer.lost_events()).sum();
     summary.data_bytes = writer.data_size();
     let mut truths: Vec<CpuTruth> = cpus.into_iter().map(Cpu::into_truth).collect();
-    let truth = config
-        .truth
-        .then(|| truth::render(&truths, config.mode == Mode::Full));
+    let truth = config.truth.then(|| {
+        truth::render(
+            &truths,
+            config.mode == Mode::Full,
+            config.branches.is_some(),
+        )
+    });
     let outputs = Outputs {
         elf: elf::image(code)?,
         kernel_elf: programs.kernel.as_ref().map(elf::image).transpose()?,

@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::ops::Range;
 
+use perfaux::lbr::LBR_DEPTH;
 use perfaux::pt::packet::PSB;
 
 /// One control transfer (`from` or `to` 0: a trace end or start).
@@ -83,9 +84,6 @@ pub struct CpuTruth {
     /// [`samples`](Self::samples) before it.
     pub flushed: Vec<(usize, usize)>,
 }
-
-/// The most entries a branch stack holds (an LBR's depth).
-pub const LBR_DEPTH: usize = 32;
 
 /// What an LBR holds at `cpu`'s sample `k`: the newest [`LBR_DEPTH`]
 /// taken branches before it since the last flush before it, user branches
@@ -317,7 +315,7 @@ pub fn expected_samples(cpu: &CpuTruth) -> Expected {
 
 /// The truth file: a header, then per CPU its decoded branches and its
 /// samples with their branch stacks.
-pub fn render(cpus: &[CpuTruth], full: bool) -> String {
+pub fn render(cpus: &[CpuTruth], full: bool, branch_stacks: bool) -> String {
     let mut s = String::new();
     s.push_str("# perfaux ground truth: what an ideal Intel PT decoder shows\n");
     s.push_str(
@@ -369,7 +367,7 @@ pub fn render(cpus: &[CpuTruth], full: bool) -> String {
             }
             s.push('\n');
         }
-        if !cpu.taken.is_empty() || !cpu.flushed.is_empty() {
+        if branch_stacks {
             for (k, p) in cpu.samples.iter().enumerate() {
                 let stack = lbr_stack(cpu, k);
                 let _ = write!(s, "lbr {c} {} {:#x} {}", p.tid, p.ip, stack.len());

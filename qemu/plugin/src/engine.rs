@@ -123,6 +123,13 @@ pub fn trailer(attr: &PerfEventAttr, slot: u32, pid: u32, tid: u32, time: u64) -
 }
 
 impl Engine {
+    /// The tracer's clock reads `tsc` from now on (no tracer: nothing).
+    pub fn set_clock(&self, tsc: u64) {
+        if let Some(pt) = &self.pt {
+            pt.tracer.set_clock(tsc);
+        }
+    }
+
     /// Sets up slot `slot` of `session` for thread `pid`/`tid`, its group
     /// scheduled in (tracing on, no packet generated until the first
     /// block).
@@ -140,30 +147,24 @@ impl Engine {
         let ring = unsafe { Ring::new(session.user_page(slot), data, 0, RingConfig::default()) }
             .map_err(|e| format!("data ring: {e:?}"))?;
         let ring: &'static Ring<'static> = Box::leak(Box::new(ring));
-        let (pt, leader) = if mode == Mode::Branches {
-            let leader = Event::open(EventConfig {
-                attr: h.leader_attr,
-                pmu: &CounterPmu,
-                id: event_id(slot, 0),
-                cpu: slot as i32,
-                leader: None,
-                parent: None,
-            })
-            .map_err(|rule| format!("opening the sampler: {rule:?}"))?;
-            (None, leader)
-        } else {
-            let pt = Self::pt(session, slot, ring, platform)?;
-            let leader = Event::open(EventConfig {
-                attr: h.leader_attr,
-                pmu: pt.pmu,
-                id: event_id(slot, 0),
-                cpu: slot as i32,
-                leader: None,
-                parent: None,
-            })
-            .map_err(|rule| format!("opening the PT leader: {rule:?}"))?;
-            (Some(pt), leader)
+        let pt = match mode {
+            Mode::Branches => None,
+            Mode::Sample | Mode::Full => Some(Self::pt(session, slot, ring, platform)?),
         };
+        // The PT event leads; without one, the sampler (branch stacks alone).
+        let pmu: &'static dyn Pmu = match &pt {
+            Some(pt) => pt.pmu,
+            None => &CounterPmu,
+        };
+        let leader = Event::open(EventConfig {
+            attr: h.leader_attr,
+            pmu,
+            id: event_id(slot, 0),
+            cpu: slot as i32,
+            leader: None,
+            parent: None,
+        })
+        .map_err(|rule| format!("opening the leader: {rule:?}"))?;
         let leader: &'static Event<'static> = Box::leak(Box::new(leader));
         let events: &'static Buffer<'static> = Box::leak(Box::new(Buffer {
             ring,

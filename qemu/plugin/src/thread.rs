@@ -128,7 +128,7 @@ impl FlowSink for Resolution {
 /// thread's other fields).
 macro_rules! flow {
     ($t:expr, $method:ident($($arg:expr),*)) => {
-        match ($t.truth.as_mut(), $t.lbr.as_mut(), $t.traced) {
+        match ($t.truth.as_mut(), $t.lbr.as_mut(), $t.engine.pt.is_some()) {
             (None, None, _) => $t.flow.$method($($arg,)* &mut Events(&mut $t.events)),
             (None, Some(lbr), true) => $t.flow.$method($($arg,)* &mut EventsAndLbr {
                 events: &mut $t.events,
@@ -180,8 +180,6 @@ pub struct Thread {
     pub syscall: (i64, [u64; 6]),
     /// The ground truth, when asked for.
     truth: Option<Truth>,
-    /// The thread is PT-traced (not a run of branch stacks alone).
-    traced: bool,
     /// The last-branch record, when samples carry branch stacks.
     lbr: Option<Lbr>,
     /// A signal delivered between two blocks whose handler has not
@@ -253,7 +251,6 @@ impl Thread {
         } else {
             None
         };
-        let traced = engine.pt.is_some();
         session.publish(slot, pid, tid);
         let period = sampler.sample_period;
         Some(Thread {
@@ -272,7 +269,6 @@ impl Thread {
             count: 0,
             syscall: (-1, [0; 6]),
             truth: crate::truth::open(slot),
-            traced,
             lbr,
             signal: None,
             sigreturn: false,
@@ -351,7 +347,7 @@ impl Thread {
         // Not returning: gone to the handler, the flow's guess.
         let resume = resume.unwrap_or(signal.handler);
         let retired = self.flow.resolve_interrupted(resume, self.tsc, &mut made);
-        if self.traced {
+        if self.engine.pt.is_some() {
             let at = signal.events.min(self.events.len());
             self.events.splice(at..at, made.events);
         }
@@ -390,9 +386,7 @@ impl Thread {
         self.throttle();
         self.progress();
         self.tsc = now();
-        if let Some(pt) = &self.engine.pt {
-            pt.tracer.set_clock(self.tsc);
-        }
+        self.engine.set_clock(self.tsc);
     }
 
     /// Tells the recorder how far the thread's trace has come, for a
@@ -457,9 +451,7 @@ impl Thread {
             let _ = sampler.overflow(self.engine.platform, &data);
         }
         let tsc = now();
-        if let Some(pt) = &self.engine.pt {
-            pt.tracer.set_clock(tsc);
-        }
+        self.engine.set_clock(tsc);
         flow!(self, resume(tsc));
     }
 
@@ -593,9 +585,7 @@ impl Thread {
         }
         let _ = self.engine.leader.sched_in(self.engine.platform);
         let tsc = now();
-        if let Some(pt) = &self.engine.pt {
-            pt.tracer.set_clock(tsc);
-        }
+        self.engine.set_clock(tsc);
         flow!(self, resume(tsc));
     }
 
