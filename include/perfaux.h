@@ -358,6 +358,16 @@ typedef struct perfaux_aux_area {
 } perfaux_aux_area;
 
 /**
+ * Storage of a ring. Opaque: only its size and alignment matter.
+ */
+typedef struct perfaux_ring {
+  /**
+   * Opaque.
+   */
+  uint64_t opaque[PERFAUX_RING_WORDS];
+} perfaux_ring;
+
+/**
  * Called when the consumer should be woken (from the outermost writer's
  * `end`, possibly in NMI context: it must not block, lock or allocate).
  */
@@ -443,16 +453,6 @@ typedef struct perfaux_sink {
    */
   void *ctx;
 } perfaux_sink;
-
-/**
- * Storage of a ring. Opaque: only its size and alignment matter.
- */
-typedef struct perfaux_ring {
-  /**
-   * Opaque.
-   */
-  uint64_t opaque[PERFAUX_RING_WORDS];
-} perfaux_ring;
 
 /**
  * The `sample_id` trailer of a non-sample record (with `sample_id_all`):
@@ -969,34 +969,39 @@ int perfaux_event_check(const void *attr,
 
 /**
  * Initializes an AUX area of `nr_pages` 4 KiB pages (`pages`, one pointer
- * per page in buffer order, a power of two of them) attached to a ring's
- * `user_page` (initialize the ring first): it sets `aux_offset`/`aux_size`
- * and the AUX head and tail words there. `config` NULL: all defaults.
+ * per page in buffer order, a power of two of them) attached to `ring`:
+ * it sets `aux_offset`/`aux_size` and the AUX head and tail words in the
+ * ring's user page, and holds the ring (its `fini` is refused until the
+ * area's). `config` NULL: all defaults.
  *
- * Returns 0, `-EINVAL` for a NULL or misaligned `area` or `user_page`, no
- * pages, a page count that is not a power of two, a NULL page or one that
- * is not 4 KiB aligned (AUX pages are pages, as the kernel's are: a PT
- * PMU's ToPA tables can only address whole pages), unknown flags or
- * reserved fields, `-EBUSY` if `area` is initialized.
+ * Returns 0, `-EINVAL` for a NULL or misaligned `area`, a `ring` that is
+ * not initialized, no pages, a page count that is not a power of two, a
+ * NULL page or one that is not 4 KiB aligned (AUX pages are pages, as the
+ * kernel's are: a PT PMU's ToPA tables can only address whole pages),
+ * unknown flags or reserved fields, `-EBUSY` if `area` is initialized.
  *
  * # Safety
  * `area` must be valid for writes of `sizeof(struct perfaux_aux_area)`
- * bytes and not move until `perfaux_aux_area_fini`; the user page, the
- * page array and the pages must stay valid until then, used by nothing
- * but the engine (and a consumer reading below `aux_head`).
+ * bytes and not move until `perfaux_aux_area_fini`; `ring` NULL or ring
+ * storage; the page array and the pages must stay valid until then, used
+ * by nothing but the engine (and a consumer reading below `aux_head`).
  */
 int perfaux_aux_area_init(struct perfaux_aux_area *area,
-                          void *user_page,
+                          const struct perfaux_ring *ring,
                           void *const *pages,
                           size_t nr_pages,
                           const struct perfaux_aux_config *config);
 
 /**
- * Tears an AUX area down. No transaction may be open on it. Returns 0, or
- * `-EINVAL` if `area` is not an initialized area.
+ * Tears an AUX area down and lets go of its ring. Returns 0, `-EBUSY`
+ * (and nothing changes) while anything still refers to the area: a PT
+ * buffer, a PT CPU object or an event over it, or an open transaction
+ * (the kernel's `rb->aux_refcount`), or `-EINVAL` if `area` is not an
+ * initialized area.
  *
  * # Safety
- * `area` must be NULL or point to `struct perfaux_aux_area` storage.
+ * `area` must be NULL or point to `struct perfaux_aux_area` storage; no
+ * other call may use the area meanwhile.
  */
 int perfaux_aux_area_fini(struct perfaux_aux_area *area);
 
@@ -1111,8 +1116,10 @@ int perfaux_event_open(struct perfaux_event *ev,
  * Opens an event on the PT PMU `pt` (an AUX leader, typically); as
  * `perfaux_event_open` otherwise.
  *
+ * The event holds `pt`: its `fini` is refused until the event's.
+ *
  * # Safety
- * As `perfaux_event_open`; `pt` an initialized PT CPU object outliving the event.
+ * As `perfaux_event_open`; `pt` NULL or PT CPU storage.
  */
 int perfaux_event_open_pt(struct perfaux_event *ev,
                           const void *attr,
@@ -1134,11 +1141,12 @@ int perfaux_event_join_group(struct perfaux_event *ev);
 /**
  * Gives the event its own buffer: `ring` and, for an AUX event, `area`
  * (NULL: none), as mapping its fd does. Set-up path: no PMI of this event
- * may run meanwhile. Returns 0 or `-EINVAL`.
+ * may run meanwhile. The event holds both (their `fini` is refused) until
+ * its own `fini` or the next `set_buffer`. Returns 0 or `-EINVAL`.
  *
  * # Safety
- * `ev` NULL or event storage; `ring` and `area` NULL or initialized,
- * outliving the event.
+ * `ev` NULL or event storage; `ring` and `area` NULL or storage of their
+ * kinds.
  */
 int perfaux_event_set_buffer(struct perfaux_event *ev,
                              const struct perfaux_ring *ring,
@@ -1147,10 +1155,11 @@ int perfaux_event_set_buffer(struct perfaux_event *ev,
 /**
  * Redirects the event's output into `target`'s buffer
  * (`PERF_EVENT_IOC_SET_OUTPUT`). Returns 0 or the errno Linux gives
- * (`-EINVAL` for a target on another CPU, with another clock, ...).
+ * (`-EINVAL` for a target on another CPU, with another clock, ...). The
+ * event holds `target` (its `fini` is refused) until the event's `fini`.
  *
  * # Safety
- * Both NULL or event storage; `target` outlives `ev`.
+ * Both NULL or event storage.
  */
 int perfaux_event_set_output(struct perfaux_event *ev, const struct perfaux_event *target);
 
@@ -1190,13 +1199,16 @@ int perfaux_event_enable(struct perfaux_event *ev);
 int64_t perfaux_event_lost_samples(const struct perfaux_event *ev);
 
 /**
- * Closes the event (`perf_event_release`: off its PMU, out of its group;
- * an AUX leader's samplers lose the link and go to the error state) and
- * frees its storage. Returns 0 or `-EINVAL`.
+ * Closes the event (`perf_event_release`: off its PMU, out of its group)
+ * and lets go of what it referred to (its leader, parent, output target,
+ * PT CPU object, ring and AUX area). Returns 0, `-EBUSY` (and nothing
+ * changes) while another event still refers to it as leader, parent or
+ * output target (close those first: in-place storage cannot outlive its
+ * `fini` as Linux's refcounted events do), or `-EINVAL`.
  *
  * # Safety
- * `ev` NULL or event storage; no other event may still refer to it as
- * parent or output target, and no PMI of it may run.
+ * `ev` NULL or event storage; no PMI of it may run, and no other call may
+ * use it meanwhile.
  */
 int perfaux_event_fini(struct perfaux_event *ev);
 
@@ -1260,8 +1272,11 @@ int perfaux_pt_buffer_init(struct perfaux_pt_buffer *buf,
  * its mode), tables and `phys` as for `perfaux_pt_buffer_init`. Returns 0,
  * `-EINVAL` (`area` not initialized, bad arguments), `-ENOMEM` or `-EBUSY`.
  *
+ * The buffer holds the area: the area's `fini` is refused until the
+ * buffer's.
+ *
  * # Safety
- * As `perfaux_pt_buffer_init`; `area` initialized and outliving the buffer.
+ * As `perfaux_pt_buffer_init`; `area` NULL or AUX area storage.
  */
 int perfaux_pt_buffer_init_area(struct perfaux_pt_buffer *buf,
                                 void *tables,
@@ -1270,9 +1285,11 @@ int perfaux_pt_buffer_init_area(struct perfaux_pt_buffer *buf,
                                 const struct perfaux_phys_map *phys);
 
 /**
- * Ends the PT state of one AUX buffer (`free_aux`). Returns 0, `-EBUSY`
- * (and warns: the kernel never does this) while a transaction holds it,
- * `-EINVAL` if `buf` is not an initialized buffer.
+ * Ends the PT state of one AUX buffer (`free_aux`) and lets go of its
+ * area. Returns 0, `-EBUSY` (and nothing changes) while a PT CPU object
+ * traces into it (tear that down first) or while a transaction holds it
+ * (and warns: the kernel never does this), `-EINVAL` if `buf` is not an
+ * initialized buffer.
  *
  * # Safety
  * `buf` NULL or buffer storage.
@@ -1290,12 +1307,13 @@ int perfaux_pt_buffer_fini(struct perfaux_pt_buffer *buf);
  * Returns 0, `-EINVAL` for bad arguments (NULL or misaligned storage, a
  * ring, area or buffer not initialized, a buffer over other pages, a
  * malformed event, one of the two phys callbacks only), `-EBUSY` if `cpu`
- * is initialized.
+ * is initialized. The CPU object holds `ring`, `area` and `buffer`: their
+ * `fini` is refused until the CPU object's.
  *
  * # Safety
  * `cpu` valid for writes of `sizeof(struct perfaux_pt_cpu)` bytes and not
- * moved until `perfaux_pt_cpu_fini`; `ring`, `area` and `buffer`
- * initialized and outliving it; the pointers to structs NULL or readable.
+ * moved until `perfaux_pt_cpu_fini`; `ring`, `area` and `buffer` NULL or
+ * storage of their kinds; the pointers to structs NULL or readable.
  */
 int perfaux_pt_cpu_init_area(struct perfaux_pt_cpu *cpu,
                              const struct perfaux_pt_buffer *buffer,
@@ -1326,12 +1344,14 @@ int perfaux_pt_cpu_init(struct perfaux_pt_cpu *cpu,
                         uint64_t psb_period);
 
 /**
- * Tears the PT driver of one CPU down; its event must be off it
- * (`perfaux_pt_del`) first. Returns 0, `-EBUSY` while an AUX transaction
- * is open, `-EINVAL` if `cpu` is not an initialized CPU object.
+ * Tears the PT driver of one CPU down and lets go of what it wrote into;
+ * its event must be off it (`perfaux_pt_del`) first. Returns 0, `-EBUSY`
+ * (and nothing changes) while an event opened on it is open
+ * (`perfaux_event_open_pt`) or an AUX transaction is, `-EINVAL` if `cpu`
+ * is not an initialized CPU object.
  *
  * # Safety
- * `cpu` NULL or PT CPU storage.
+ * `cpu` NULL or PT CPU storage; no other call may use it meanwhile.
  */
 int perfaux_pt_cpu_fini(struct perfaux_pt_cpu *cpu);
 
@@ -1585,12 +1605,17 @@ int perfaux_ring_init(struct perfaux_ring *ring,
                       const struct perfaux_ring_config *config);
 
 /**
- * Tears a ring down (its memory is the caller's again). No output handle
- * may be open on it. Returns 0, or `-EINVAL` if `ring` is not an
- * initialized ring.
+ * Tears a ring down: its memory is the caller's again. Returns 0,
+ * `-EBUSY` (and nothing changes) while anything still refers to the ring:
+ * an AUX area attached to it, a PT CPU object or an event writing into
+ * it, or an open output handle (tear those down first, as the kernel
+ * keeps a buffer while `rb->refcount` holds it), or `-EINVAL` if `ring`
+ * is not an initialized ring. A consumer reads the memory, not the ring:
+ * it is not counted, and must be torn down before the memory is freed.
  *
  * # Safety
- * `ring` must be NULL or point to `struct perfaux_ring` storage.
+ * `ring` must be NULL or point to `struct perfaux_ring` storage; no other
+ * call may use the ring meanwhile.
  */
 int perfaux_ring_fini(struct perfaux_ring *ring);
 

@@ -7,15 +7,15 @@ use core::mem::{align_of, size_of};
 use core::ptr::{self, addr_of, addr_of_mut};
 
 use perfaux::Error;
-use perfaux::abi::PerfEventMmapPage;
 use perfaux::aux::{AuxArea, AuxConfig, AuxHandle, copy_aux};
 use perfaux::ring::Wakeup;
 
 use crate::ring::{
-    CWakeup, NO_WAKEUP, fixed_event, perfaux_output_event, perfaux_ring, perfaux_wakeup, ring_ref,
+    CWakeup, NO_WAKEUP, fixed_event, perfaux_output_event, perfaux_ring, perfaux_wakeup, ring_hold,
+    ring_ref,
 };
 use crate::sink::{CSink, perfaux_sink};
-use crate::storage::{live_box, read_in, usable};
+use crate::storage::{Hold, Users, live_box, read_in, usable};
 
 /// `perfaux_aux_config.flags`: overwrite (snapshot) mode, a read-only AUX
 /// mapping in Linux: the tracer writes on, whatever was read.
@@ -53,6 +53,10 @@ const AREA_LIVE: u64 = 0x7065_7266_6175_7861; // "perfauxa"
 #[repr(C)]
 struct AreaBox {
     live: u64,
+    /// The PT buffers, PT CPU objects and events over the area.
+    users: Users,
+    /// The ring whose user page the area's head and tail live in.
+    ring: Hold<'static>,
     wakeup: CWakeup,
     area: AuxArea<'static>,
 }
@@ -74,31 +78,45 @@ pub(crate) unsafe fn area_ref<'a>(p: *const perfaux_aux_area) -> Option<&'a AuxA
     unsafe { live_box::<_, AreaBox>(p, AREA_LIVE).map(|b| &(*b).area) }
 }
 
-/// Initializes an AUX area of `nr_pages` 4 KiB pages (`pages`, one pointer
-/// per page in buffer order, a power of two of them) attached to a ring's
-/// `user_page` (initialize the ring first): it sets `aux_offset`/`aux_size`
-/// and the AUX head and tail words there. `config` NULL: all defaults.
+/// The initialized area at `p` with a hold on it, for an object that keeps
+/// referring to it: the area's `fini` is refused until the hold is dropped.
 ///
-/// Returns 0, `-EINVAL` for a NULL or misaligned `area` or `user_page`, no
-/// pages, a page count that is not a power of two, a NULL page or one that
-/// is not 4 KiB aligned (AUX pages are pages, as the kernel's are: a PT
-/// PMU's ToPA tables can only address whole pages), unknown flags or
-/// reserved fields, `-EBUSY` if `area` is initialized.
+/// # Safety
+/// As [`area_ref`].
+pub(crate) unsafe fn area_hold<'a>(
+    p: *const perfaux_aux_area,
+) -> Option<(&'a AuxArea<'static>, Hold<'a>)> {
+    // SAFETY: as `area_ref` (this function's `# Safety`): the live word says
+    // an AreaBox is there.
+    unsafe { live_box::<_, AreaBox>(p, AREA_LIVE).map(|b| (&(*b).area, (*b).users.hold())) }
+}
+
+/// Initializes an AUX area of `nr_pages` 4 KiB pages (`pages`, one pointer
+/// per page in buffer order, a power of two of them) attached to `ring`:
+/// it sets `aux_offset`/`aux_size` and the AUX head and tail words in the
+/// ring's user page, and holds the ring (its `fini` is refused until the
+/// area's). `config` NULL: all defaults.
+///
+/// Returns 0, `-EINVAL` for a NULL or misaligned `area`, a `ring` that is
+/// not initialized, no pages, a page count that is not a power of two, a
+/// NULL page or one that is not 4 KiB aligned (AUX pages are pages, as the
+/// kernel's are: a PT PMU's ToPA tables can only address whole pages),
+/// unknown flags or reserved fields, `-EBUSY` if `area` is initialized.
 ///
 /// # Safety
 /// `area` must be valid for writes of `sizeof(struct perfaux_aux_area)`
-/// bytes and not move until `perfaux_aux_area_fini`; the user page, the
-/// page array and the pages must stay valid until then, used by nothing
-/// but the engine (and a consumer reading below `aux_head`).
+/// bytes and not move until `perfaux_aux_area_fini`; `ring` NULL or ring
+/// storage; the page array and the pages must stay valid until then, used
+/// by nothing but the engine (and a consumer reading below `aux_head`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_aux_area_init(
     area: *mut perfaux_aux_area,
-    user_page: *mut c_void,
+    ring: *const perfaux_ring,
     pages: *const *mut c_void,
     nr_pages: usize,
     config: *const perfaux_aux_config,
 ) -> c_int {
-    if !usable(area) || !usable(user_page.cast::<PerfEventMmapPage>()) {
+    if !usable(area) {
         return Error::Invalid.errno();
     }
     // SAFETY: `area` is NULL or `struct perfaux_aux_area` storage (this function's `# Safety`),
@@ -123,6 +141,11 @@ pub unsafe extern "C" fn perfaux_aux_area_init(
     // the area (the caller's contract).
     let pages: &'static [*mut u8] =
         unsafe { core::slice::from_raw_parts(pages.cast::<*mut u8>(), nr_pages) };
+    // SAFETY: `ring` is NULL or ring storage (this function's `# Safety`);
+    // the hold keeps it initialized for as long as the area refers to it.
+    let Some((ring, ring_users)) = (unsafe { ring_hold(ring) }) else {
+        return Error::Invalid.errno();
+    };
     let b = area.cast::<AreaBox>();
     // SAFETY: valid storage for an AreaBox (asserted size, the contract);
     // the wakeup is written first and stays in place.
@@ -137,12 +160,15 @@ pub unsafe extern "C" fn perfaux_aux_area_init(
         watermark: config.watermark,
         wakeup: Some(wakeup as &(dyn Wakeup + Sync)),
     };
-    // SAFETY: the user page and pages are valid and exclusive to the engine
-    // until fini (the caller's contract); the area checks the rest.
-    match unsafe { AuxArea::new(user_page.cast(), pages, aux) } {
+    // SAFETY: the ring's user page is valid while the ring is, which the
+    // hold keeps so until fini; the pages are valid and exclusive to the
+    // engine until then (the caller's contract); the area checks the rest.
+    match unsafe { AuxArea::new(ring.user_page(), pages, aux) } {
         Ok(a) => {
             // SAFETY: valid storage; the live word goes last.
             unsafe {
+                addr_of_mut!((*b).users).write(Users::new());
+                addr_of_mut!((*b).ring).write(ring_users);
                 addr_of_mut!((*b).area).write(a);
                 addr_of_mut!((*b).live).write(AREA_LIVE);
             }
@@ -152,23 +178,33 @@ pub unsafe extern "C" fn perfaux_aux_area_init(
     }
 }
 
-/// Tears an AUX area down. No transaction may be open on it. Returns 0, or
-/// `-EINVAL` if `area` is not an initialized area.
+/// Tears an AUX area down and lets go of its ring. Returns 0, `-EBUSY`
+/// (and nothing changes) while anything still refers to the area: a PT
+/// buffer, a PT CPU object or an event over it, or an open transaction
+/// (the kernel's `rb->aux_refcount`), or `-EINVAL` if `area` is not an
+/// initialized area.
 ///
 /// # Safety
-/// `area` must be NULL or point to `struct perfaux_aux_area` storage.
+/// `area` must be NULL or point to `struct perfaux_aux_area` storage; no
+/// other call may use the area meanwhile.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_aux_area_fini(area: *mut perfaux_aux_area) -> c_int {
     // SAFETY: `area` is NULL or `struct perfaux_aux_area` storage (this function's `# Safety`),
-    // which is what `area_ref` needs.
-    if unsafe { area_ref(area) }.is_none() {
+    // which is what `live_box` needs.
+    let Some(b) = (unsafe { live_box::<_, AreaBox>(area, AREA_LIVE) }) else {
         return Error::Invalid.errno();
+    };
+    // SAFETY: live (checked), so an AreaBox is there.
+    let (users, a) = unsafe { (&(*b).users, &(*b).area) };
+    if users.in_use() || a.in_transaction() {
+        return Error::Busy.errno();
     }
-    let b = area.cast::<AreaBox>();
-    // SAFETY: live: dropped once, then marked dead.
+    // SAFETY: live: marked dead, then the area dropped once, then the hold
+    // on the ring it wrote into.
     unsafe {
-        ptr::drop_in_place(addr_of_mut!((*b).area));
         addr_of_mut!((*b).live).write(0);
+        ptr::drop_in_place(addr_of_mut!((*b).area));
+        ptr::drop_in_place(addr_of_mut!((*b).ring));
     }
     0
 }

@@ -104,7 +104,7 @@ int main(void)
 	perfaux_aux_config ac;
 	memset(&ac, 0, sizeof(ac));
 	ac.flags = PERFAUX_AUX_OVERWRITE;
-	EXPECT(perfaux_aux_area_init(&area, user, aux, AUX_PAGES, &ac), 0);
+	EXPECT(perfaux_aux_area_init(&area, &ring, aux, AUX_PAGES, &ac), 0);
 	perfaux_platform plat = { cpu_id, clock_now, current_task, NULL, NULL, NULL };
 	EXPECT(perfaux_pt_buffer_init_area(&buf, tables, 1, &area, NULL), 0);
 	EXPECT(perfaux_pt_cpu_init_area(&pt, &buf, &area, &ring, NULL, &plat, NULL, 1024), 0);

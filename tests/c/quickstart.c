@@ -6,12 +6,14 @@
  * snapshot of its newest bytes into your own sink.
  *
  * Build: cargo build --release -p perfaux-ffi
- *        cc -I include quickstart.c target/release/libperfaux_ffi.a -lpthread -ldl -lm
+ *        cc -I include tests/c/quickstart.c target/release/libperfaux_ffi.a \
+ *           -lpthread -ldl -lm -o target/quickstart
  *
  * The storage rules: every perfaux object lives in storage you declare
  * (struct perfaux_ring and friends, PERFAUX_OBJECT_ALIGN-aligned), zeroed
  * before its first init; objects refer to each other in place, so none may
- * move while initialized, and they are torn down in reverse order. Pages
+ * move while initialized, and they are torn down in reverse order (a fini
+ * of an object still referred to returns -EBUSY and changes nothing). Pages
  * (the user page, data chunks, AUX pages, ToPA tables) are 4 KiB aligned.
  */
 #include <stdint.h>
@@ -66,7 +68,7 @@ int main(void)
 	/* The ring, then its AUX area, then the PT buffer over the area's
 	 * pages (setup_aux), then the CPU's driver tracing into it. */
 	failed |= perfaux_ring_init(&ring, user, data, 4, 0, NULL);
-	failed |= perfaux_aux_area_init(&area, user, aux, 4, &overwrite);
+	failed |= perfaux_aux_area_init(&area, &ring, aux, 4, &overwrite);
 	failed |= perfaux_pt_buffer_init_area(&buffer, tables, 1, &area, NULL);
 	failed |= perfaux_pt_cpu_init_area(&cpu, &buffer, &area, &ring, NULL, NULL, NULL, 4096);
 	/* pmu->add with PERF_EF_START: event 1, attr.config = intel_pt's tsc bit. */

@@ -65,7 +65,7 @@ int main(void)
 	memset(&never, 0, sizeof(never));
 	EXPECT(perfaux_ring_init(&ring, user, data, CHUNKS, 0, NULL), 0);
 	EXPECT(perfaux_consumer_init(&cons, user, data, CHUNKS, 0), 0);
-	EXPECT(perfaux_aux_area_init(&area, user, aux, AUX_PAGES, NULL), 0);
+	EXPECT(perfaux_aux_area_init(&area, &ring, aux, AUX_PAGES, NULL), 0);
 
 	/* A transaction that writes 1000 bytes. */
 	unsigned char bytes[1000], back[1024], rec[256];
@@ -217,7 +217,7 @@ int main(void)
 	perfaux_aux_config ow;
 	memset(&ow, 0, sizeof(ow));
 	ow.flags = PERFAUX_AUX_OVERWRITE;
-	EXPECT(perfaux_aux_area_init(&area, user, aux, AUX_PAGES, &ow), 0);
+	EXPECT(perfaux_aux_area_init(&area, &ring, aux, AUX_PAGES, &ow), 0);
 	EXPECT(perfaux_aux_begin(&h, &area), 0);
 	EXPECT(perfaux_aux_copy(&h, &null_copy, 0, 8), -EINVAL);
 	EXPECT(perfaux_aux_copy(&h, NULL, 0, 8), -EINVAL);

@@ -159,10 +159,7 @@ fn with_pt_cpu<R>(leader_attr: &PerfEventAttr, f: impl FnOnce(&PtCpu<'_>) -> R) 
             perfaux_ring_init(ring, mem.user_page().cast(), chunks, 4, 0, null()),
             0
         );
-        assert_eq!(
-            perfaux_aux_area_init(area, mem.user_page().cast(), pages, 2, &overwrite),
-            0
-        );
+        assert_eq!(perfaux_aux_area_init(area, ring, pages, 2, &overwrite), 0);
         assert_eq!(
             perfaux_pt_buffer_init_area(buffer, tables.ptr().cast(), 1, area, null()),
             0

@@ -280,6 +280,14 @@ impl<'a> AuxArea<'a> {
         self.refcount.load(Ordering::Acquire) == 0
     }
 
+    /// Whether a transaction ([`AuxHandle`](super::AuxHandle)) is open on
+    /// the area now (`aux_nest` not 0): a set-up path's check before the
+    /// area goes away. Transactions run on the AUX event's CPU; from another
+    /// CPU the answer is only as fresh as that CPU's last store.
+    pub fn in_transaction(&self) -> bool {
+        self.nest.load() != 0
+    }
+
     /// Whether the area is still mapped.
     pub fn is_mapped(&self) -> bool {
         // Relaxed: see `unmap`.

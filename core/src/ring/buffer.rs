@@ -208,6 +208,20 @@ impl<'a, H: NestHook> Ring<'a, H> {
         self.backward
     }
 
+    /// The user page (`perf_event_mmap_page`) the ring was built over: what
+    /// an [`AuxArea`](crate::aux::AuxArea) of this ring is attached to.
+    pub fn user_page(&self) -> *mut PerfEventMmapPage {
+        self.user_page
+    }
+
+    /// Whether a writer is between `begin` and `end` now (`rb->nest` not
+    /// 0): a set-up path's check that no output handle is open before the
+    /// ring goes away. Writers run on the ring's CPU; from another CPU the
+    /// answer is only as fresh as that CPU's last store.
+    pub fn has_writer(&self) -> bool {
+        self.nest.load() != 0
+    }
+
     /// The free-running reservation position (`rb->head`).
     pub fn head(&self) -> u64 {
         self.head.load()

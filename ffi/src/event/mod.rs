@@ -4,8 +4,9 @@
 //! overflow flow that writes a sample, its AUX block taken through the
 //! leader PMU's `snapshot_aux`.
 //!
-//! Events refer to each other (leader, parent, output target) and to their
-//! PMU in place: none may move or be torn down while another refers to it.
+//! Events refer to each other (leader, parent, output target), to their PT
+//! PMU and to their buffer in place: none may move while initialized, and
+//! the `fini` of one that something still refers to is refused (`-EBUSY`).
 //! Tear down in the reverse order of opening.
 
 use core::ffi::{c_int, c_void};
@@ -18,11 +19,11 @@ use perfaux::event::{Buffer, Event, EventConfig};
 use perfaux::pmu::Pmu;
 
 use crate::attr::read_attr;
-use crate::aux::{area_ref, perfaux_aux_area};
+use crate::aux::{area_hold, perfaux_aux_area};
 use crate::platform::{perfaux_platform, read_platform};
 use crate::pt::{cpu_ref, perfaux_pt_cpu};
-use crate::ring::{perfaux_ring, ring_ref};
-use crate::storage::{live_box, read_in, usable};
+use crate::ring::{perfaux_ring, ring_hold};
+use crate::storage::{Hold, Users, live_box, read_in, usable};
 
 mod overflow;
 mod pmu_ops;
@@ -52,9 +53,25 @@ enum EventPmu {
 #[repr(C)]
 struct EventBox {
     live: u64,
+    /// The events that name this one as leader, parent or output target.
+    users: Users,
+    holds: EventHolds,
     pmu: EventPmu,
     buffer: Option<Buffer<'static>>,
     event: Event<'static>,
+}
+
+/// What an event refers to in place, each held until the event's `fini`
+/// (the buffer's until the next `set_buffer`): kept for their `Drop`, never
+/// read.
+#[derive(Default)]
+struct EventHolds {
+    _pt: Option<Hold<'static>>,
+    _leader: Option<Hold<'static>>,
+    _parent: Option<Hold<'static>>,
+    _output: Option<Hold<'static>>,
+    _ring: Option<Hold<'static>>,
+    _area: Option<Hold<'static>>,
 }
 
 const EVENT_LIVE: u64 = 0x7065_7266_6576_6e74; // "perfevnt"
@@ -75,19 +92,22 @@ unsafe fn event_box<'a>(p: *const perfaux_event) -> Option<&'a EventBox> {
     unsafe { live_box::<_, EventBox>(p, EVENT_LIVE).map(|b| &*b) }
 }
 
-/// The event at `p` (NULL: none); `Err` if `p` is not NULL and not an event.
+/// The event at `p` with a hold on it (NULL: none), for an event that
+/// refers to it; `Err` if `p` is not NULL and not an event.
 ///
 /// # Safety
 /// As [`event_box`].
-unsafe fn optional_event(p: *const perfaux_event) -> Result<Option<&'static Event<'static>>, ()> {
+unsafe fn held_event(
+    p: *const perfaux_event,
+) -> Result<Option<(&'static Event<'static>, Hold<'static>)>, ()> {
     if p.is_null() {
         return Ok(None);
     }
     // SAFETY: `p` is event storage (this function's `# Safety`: not NULL
-    // here); events outlive what refers to them (the header's storage
-    // contract), hence 'static.
+    // here); the hold keeps the event open while the holder refers to it,
+    // hence 'static.
     match unsafe { event_box(p) } {
-        Some(b) => Ok(Some(&b.event)),
+        Some(b) => Ok(Some((&b.event, b.users.hold()))),
         None => Err(()),
     }
 }
@@ -129,7 +149,7 @@ pub unsafe extern "C" fn perfaux_event_open(
         open(
             ev,
             attr,
-            EventPmu::Ops(OpsPmu(ops)),
+            (EventPmu::Ops(OpsPmu(ops)), None),
             id,
             cpu,
             leader,
@@ -141,8 +161,10 @@ pub unsafe extern "C" fn perfaux_event_open(
 /// Opens an event on the PT PMU `pt` (an AUX leader, typically); as
 /// `perfaux_event_open` otherwise.
 ///
+/// The event holds `pt`: its `fini` is refused until the event's.
+///
 /// # Safety
-/// As `perfaux_event_open`; `pt` an initialized PT CPU object outliving the event.
+/// As `perfaux_event_open`; `pt` NULL or PT CPU storage.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_event_open_pt(
     ev: *mut perfaux_event,
@@ -153,14 +175,27 @@ pub unsafe extern "C" fn perfaux_event_open_pt(
     leader: *const perfaux_event,
     parent: *const perfaux_event,
 ) -> c_int {
-    // SAFETY: `pt` is NULL or PT CPU storage that outlives the event (this
-    // function's `# Safety`), which is what `cpu_ref` needs.
-    let Some(b) = (unsafe { cpu_ref(pt) }) else {
+    // SAFETY: `pt` is NULL or PT CPU storage (this function's `# Safety`),
+    // which is what `cpu_ref` needs.
+    let Some(b) = (unsafe { cpu_ref::<'static>(pt) }) else {
         return Error::Invalid.errno();
     };
+    // The hold keeps the PT CPU object (and so its PMU) initialized while
+    // the event refers to it.
+    let (pmu, hold) = b.pmu_hold();
     // SAFETY: `ev`, `attr`, `leader` and `parent` are as `open` needs them
-    // (this function's `# Safety`); the PT PMU outlives the event (same).
-    unsafe { open(ev, attr, EventPmu::Pt(b.pmu()), id, cpu, leader, parent) }
+    // (this function's `# Safety`).
+    unsafe {
+        open(
+            ev,
+            attr,
+            (EventPmu::Pt(pmu), Some(hold)),
+            id,
+            cpu,
+            leader,
+            parent,
+        )
+    }
 }
 
 /// # Safety
@@ -168,7 +203,7 @@ pub unsafe extern "C" fn perfaux_event_open_pt(
 unsafe fn open(
     ev: *mut perfaux_event,
     attr: *const c_void,
-    pmu: EventPmu,
+    (pmu, pt): (EventPmu, Option<Hold<'static>>),
     id: u64,
     cpu: i32,
     leader: *const perfaux_event,
@@ -186,13 +221,14 @@ unsafe fn open(
     let Some(attr) = (unsafe { read_attr(attr) }) else {
         return Error::Invalid.errno();
     };
-    // SAFETY: `leader` is NULL or `struct perfaux_event` storage (this function's `# Safety`),
-    // which is what `optional_event` needs.
-    let (Ok(leader), Ok(parent)) = (unsafe { optional_event(leader) }, unsafe {
-        optional_event(parent)
-    }) else {
+    // SAFETY: `leader` and `parent` are NULL or `struct perfaux_event`
+    // storage (this function's `# Safety`), which is what `held_event` needs.
+    let (Ok(leader), Ok(parent)) = (unsafe { held_event(leader) }, unsafe { held_event(parent) })
+    else {
         return Error::Invalid.errno();
     };
+    let (leader, leader_hold) = leader.unzip();
+    let (parent, parent_hold) = parent.unzip();
     let b = ev.cast::<EventBox>();
     // SAFETY: valid storage for an EventBox (asserted, the contract); the
     // PMU is written first and stays in place for the event to refer to.
@@ -216,14 +252,26 @@ unsafe fn open(
     };
     match Event::open(config) {
         Ok(event) => {
+            let holds = EventHolds {
+                _pt: pt,
+                _leader: leader_hold,
+                _parent: parent_hold,
+                ..EventHolds::default()
+            };
             // SAFETY: valid storage; the live word goes last.
             unsafe {
+                addr_of_mut!((*b).users).write(Users::new());
+                addr_of_mut!((*b).holds).write(holds);
                 addr_of_mut!((*b).event).write(event);
                 addr_of_mut!((*b).live).write(EVENT_LIVE);
             }
             0
         }
-        Err(rule) => rule.error().errno(),
+        Err(rule) => {
+            // SAFETY: written above and not referred to by anything now.
+            unsafe { ptr::drop_in_place(addr_of_mut!((*b).pmu)) };
+            rule.error().errno()
+        }
     }
 }
 
@@ -236,11 +284,11 @@ unsafe fn with_event(
     f: impl FnOnce(&'static Event<'static>) -> c_int,
 ) -> c_int {
     // SAFETY: `ev` is NULL or event storage (this function's `# Safety`),
-    // and an event outlives every user of it (the header's storage
-    // contract), so `'static` is what `optional_event` may hand out.
-    match unsafe { optional_event(ev) } {
-        Ok(Some(e)) => f(e),
-        _ => Error::Invalid.errno(),
+    // and stays open for the call (no other call tears it down meanwhile,
+    // the header's contract).
+    match unsafe { event_box::<'static>(ev) } {
+        Some(b) => f(&b.event),
+        None => Error::Invalid.errno(),
     }
 }
 
@@ -263,11 +311,12 @@ pub unsafe extern "C" fn perfaux_event_join_group(ev: *mut perfaux_event) -> c_i
 
 /// Gives the event its own buffer: `ring` and, for an AUX event, `area`
 /// (NULL: none), as mapping its fd does. Set-up path: no PMI of this event
-/// may run meanwhile. Returns 0 or `-EINVAL`.
+/// may run meanwhile. The event holds both (their `fini` is refused) until
+/// its own `fini` or the next `set_buffer`. Returns 0 or `-EINVAL`.
 ///
 /// # Safety
-/// `ev` NULL or event storage; `ring` and `area` NULL or initialized,
-/// outliving the event.
+/// `ev` NULL or event storage; `ring` and `area` NULL or storage of their
+/// kinds.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_event_set_buffer(
     ev: *mut perfaux_event,
@@ -280,55 +329,66 @@ pub unsafe extern "C" fn perfaux_event_set_buffer(
         return Error::Invalid.errno();
     }
     // SAFETY: `ring` is NULL or `struct perfaux_ring` storage (this function's `# Safety`),
-    // which is what `ring_ref` needs.
-    let Some(ring) = (unsafe { ring_ref(ring) }) else {
+    // which is what `ring_hold` needs; the hold keeps it initialized while
+    // the event refers to it.
+    let Some((ring, ring_users)) = (unsafe { ring_hold(ring) }) else {
         return Error::Invalid.errno();
     };
-    let aux = if area.is_null() {
-        None
+    let (aux, area_users) = if area.is_null() {
+        (None, None)
     } else {
-        // SAFETY: `area` is NULL or `struct perfaux_aux_area` storage (this function's `#
-        // Safety`), which is what `area_ref` needs.
-        match unsafe { area_ref(area) } {
-            Some(a) => Some(a),
+        // SAFETY: `area` is NULL or `struct perfaux_aux_area` storage (this
+        // function's `# Safety`), which is what `area_hold` needs; as the ring.
+        match unsafe { area_hold(area) } {
+            Some((a, hold)) => (Some(a), Some(hold)),
             None => return Error::Invalid.errno(),
         }
     };
     let b = ev.cast::<EventBox>();
     // SAFETY: live (checked); the buffer slot is written in place, then the
-    // event pointed at it (set-up path, the caller's contract).
+    // event pointed at it (set-up path, the caller's contract); the holds
+    // of a previous buffer are dropped as the new ones replace them.
     unsafe {
         addr_of_mut!((*b).buffer).write(Some(Buffer { ring, aux }));
         if let Some(buffer) = &*addr_of!((*b).buffer) {
             (*b).event.set_buffer(buffer);
         }
+        (*b).holds._ring = Some(ring_users);
+        (*b).holds._area = area_users;
     }
     0
 }
 
 /// Redirects the event's output into `target`'s buffer
 /// (`PERF_EVENT_IOC_SET_OUTPUT`). Returns 0 or the errno Linux gives
-/// (`-EINVAL` for a target on another CPU, with another clock, ...).
+/// (`-EINVAL` for a target on another CPU, with another clock, ...). The
+/// event holds `target` (its `fini` is refused) until the event's `fini`.
 ///
 /// # Safety
-/// Both NULL or event storage; `target` outlives `ev`.
+/// Both NULL or event storage.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_event_set_output(
     ev: *mut perfaux_event,
     target: *const perfaux_event,
 ) -> c_int {
     // SAFETY: `target` is NULL or `struct perfaux_event` storage (this function's `# Safety`),
-    // which is what `optional_event` needs.
-    let Ok(Some(target)) = (unsafe { optional_event(target) }) else {
+    // which is what `held_event` needs.
+    let Ok(Some((target, hold))) = (unsafe { held_event(target) }) else {
         return Error::Invalid.errno();
     };
     // SAFETY: `ev` is NULL or `struct perfaux_event` storage (this function's
-    // `# Safety`), which is what `with_event` needs.
-    unsafe {
-        with_event(ev, |e| match e.set_output(target) {
-            Ok(()) => 0,
-            Err(err) => err.errno(),
-        })
+    // `# Safety`), which is what `event_box` needs.
+    let Some(b) = (unsafe { event_box::<'static>(ev) }) else {
+        return Error::Invalid.errno();
+    };
+    match b.event.set_output(target) {
+        Ok(()) => {
+            let b = ev.cast::<EventBox>();
+            // SAFETY: live (checked); set-up path (the caller's contract).
+            unsafe { (*b).holds._output = Some(hold) };
+            0
+        }
+        Err(err) => err.errno(),
     }
 }
 
@@ -405,13 +465,16 @@ pub unsafe extern "C" fn perfaux_event_lost_samples(ev: *const perfaux_event) ->
     }
 }
 
-/// Closes the event (`perf_event_release`: off its PMU, out of its group;
-/// an AUX leader's samplers lose the link and go to the error state) and
-/// frees its storage. Returns 0 or `-EINVAL`.
+/// Closes the event (`perf_event_release`: off its PMU, out of its group)
+/// and lets go of what it referred to (its leader, parent, output target,
+/// PT CPU object, ring and AUX area). Returns 0, `-EBUSY` (and nothing
+/// changes) while another event still refers to it as leader, parent or
+/// output target (close those first: in-place storage cannot outlive its
+/// `fini` as Linux's refcounted events do), or `-EINVAL`.
 ///
 /// # Safety
-/// `ev` NULL or event storage; no other event may still refer to it as
-/// parent or output target, and no PMI of it may run.
+/// `ev` NULL or event storage; no PMI of it may run, and no other call may
+/// use it meanwhile.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_event_fini(ev: *mut perfaux_event) -> c_int {
     // SAFETY: `ev` is NULL or `struct perfaux_event` storage (this function's `# Safety`),
@@ -419,15 +482,19 @@ pub unsafe extern "C" fn perfaux_event_fini(ev: *mut perfaux_event) -> c_int {
     let Some(b) = (unsafe { event_box(ev) }) else {
         return Error::Invalid.errno();
     };
+    if b.users.in_use() {
+        return Error::Busy.errno();
+    }
     b.event.close();
     let b = ev.cast::<EventBox>();
     // SAFETY: live: marked dead, then dropped once (the event before the
-    // PMU and buffer it refers to).
+    // PMU and buffer it refers to, the holds on other objects last).
     unsafe {
         addr_of_mut!((*b).live).write(0);
         ptr::drop_in_place(addr_of_mut!((*b).event));
         ptr::drop_in_place(addr_of_mut!((*b).buffer));
         ptr::drop_in_place(addr_of_mut!((*b).pmu));
+        ptr::drop_in_place(addr_of_mut!((*b).holds));
     }
     0
 }

@@ -11,9 +11,9 @@ use perfaux::pt::buffer::PtBuffer;
 use perfaux::pt::topa::TopaTable;
 use perfaux::{Error, warn_on_once};
 
-use crate::aux::{area_ref, perfaux_aux_area};
+use crate::aux::{area_hold, perfaux_aux_area};
 use crate::platform::{CPhysMap, perfaux_phys_map};
-use crate::storage::{live_box, usable};
+use crate::storage::{Hold, Users, live_box, usable};
 
 /// Words of `struct perfaux_pt_buffer`.
 pub const PERFAUX_PT_BUFFER_WORDS: usize = 16;
@@ -32,6 +32,10 @@ pub struct perfaux_pt_buffer {
 #[repr(C)]
 pub(super) struct BufferBox {
     live: u64,
+    /// The PT CPU objects tracing into the buffer.
+    pub(super) users: Users,
+    /// The AUX area whose pages the buffer covers, if it is an area's.
+    area: Option<Hold<'static>>,
     pub(super) buffer: PtBuffer<'static>,
 }
 
@@ -53,6 +57,19 @@ pub(super) unsafe fn buffer_ref<'a>(p: *const perfaux_pt_buffer) -> Option<&'a B
     unsafe { live_box::<_, BufferBox>(p, BUFFER_LIVE).map(|b| &*b) }
 }
 
+/// The initialized PT buffer at `p` with a hold on it, for a CPU object
+/// that traces into it: the buffer's `fini` is refused until the hold is
+/// dropped.
+///
+/// # Safety
+/// As [`buffer_ref`].
+pub(super) unsafe fn buffer_hold<'a>(
+    p: *const perfaux_pt_buffer,
+) -> Option<(&'a PtBuffer<'static>, Hold<'a>)> {
+    // SAFETY: as `buffer_ref` (this function's `# Safety`).
+    unsafe { buffer_ref(p) }.map(|b| (&b.buffer, b.users.hold()))
+}
+
 /// Builds the BufferBox in `buf` over `pages`, its tables in `tables`.
 ///
 /// # Safety
@@ -66,6 +83,7 @@ unsafe fn build_buffer(
     pages: &'static [*mut u8],
     overwrite: bool,
     phys: *const perfaux_phys_map,
+    area: Option<Hold<'static>>,
 ) -> c_int {
     if !usable(buf) || tables.is_null() || (tables as usize) % PAGE_SIZE != 0 || nr_tables == 0 {
         return Error::Invalid.errno();
@@ -98,6 +116,8 @@ unsafe fn build_buffer(
     // SAFETY: valid storage for a BufferBox (asserted, the contract); the
     // live word goes last.
     unsafe {
+        addr_of_mut!((*b).users).write(Users::new());
+        addr_of_mut!((*b).area).write(area);
         addr_of_mut!((*b).buffer).write(buffer);
         addr_of_mut!((*b).live).write(BUFFER_LIVE);
     }
@@ -160,15 +180,18 @@ pub unsafe extern "C" fn perfaux_pt_buffer_init(
     // SAFETY: `buf` is storage that does not move, `tables` and the pages
     // valid for the buffer's life, `phys` NULL or readable (this function's
     // `# Safety`): `build_buffer`'s clauses.
-    unsafe { build_buffer(buf, tables, nr_tables, pages, overwrite == 1, phys) }
+    unsafe { build_buffer(buf, tables, nr_tables, pages, overwrite == 1, phys, None) }
 }
 
 /// Initializes the PT state of a perfaux AUX `area`'s buffer (its pages,
 /// its mode), tables and `phys` as for `perfaux_pt_buffer_init`. Returns 0,
 /// `-EINVAL` (`area` not initialized, bad arguments), `-ENOMEM` or `-EBUSY`.
 ///
+/// The buffer holds the area: the area's `fini` is refused until the
+/// buffer's.
+///
 /// # Safety
-/// As `perfaux_pt_buffer_init`; `area` initialized and outliving the buffer.
+/// As `perfaux_pt_buffer_init`; `area` NULL or AUX area storage.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_pt_buffer_init_area(
     buf: *mut perfaux_pt_buffer,
@@ -179,11 +202,11 @@ pub unsafe extern "C" fn perfaux_pt_buffer_init_area(
 ) -> c_int {
     // SAFETY: `area` is NULL or `struct perfaux_aux_area` storage (this function's `# Safety`),
     // which is what `area_ref` needs.
-    let Some(area) = (unsafe { area_ref(area) }) else {
+    let Some((area, hold)) = (unsafe { area_hold(area) }) else {
         return Error::Invalid.errno();
     };
-    // SAFETY: an area's pages are valid for its life, which outlasts the
-    // buffer (the contract); only the tracer writes them.
+    // SAFETY: an area's pages are valid for its life, which the hold makes
+    // outlast the buffer; only the tracer writes them.
     unsafe {
         build_buffer(
             buf,
@@ -192,13 +215,16 @@ pub unsafe extern "C" fn perfaux_pt_buffer_init_area(
             area.pages(),
             area.is_overwrite(),
             phys,
+            Some(hold),
         )
     }
 }
 
-/// Ends the PT state of one AUX buffer (`free_aux`). Returns 0, `-EBUSY`
-/// (and warns: the kernel never does this) while a transaction holds it,
-/// `-EINVAL` if `buf` is not an initialized buffer.
+/// Ends the PT state of one AUX buffer (`free_aux`) and lets go of its
+/// area. Returns 0, `-EBUSY` (and nothing changes) while a PT CPU object
+/// traces into it (tear that down first) or while a transaction holds it
+/// (and warns: the kernel never does this), `-EINVAL` if `buf` is not an
+/// initialized buffer.
 ///
 /// # Safety
 /// `buf` NULL or buffer storage.
@@ -209,6 +235,9 @@ pub unsafe extern "C" fn perfaux_pt_buffer_fini(buf: *mut perfaux_pt_buffer) -> 
     let Some(b) = (unsafe { buffer_ref(buf) }) else {
         return Error::Invalid.errno();
     };
+    if b.users.in_use() {
+        return Error::Busy.errno();
+    }
     if warn_on_once!(
         b.buffer.is_held(),
         "free_aux of a PT buffer a transaction holds"
@@ -216,10 +245,12 @@ pub unsafe extern "C" fn perfaux_pt_buffer_fini(buf: *mut perfaux_pt_buffer) -> 
         return Error::Busy.errno();
     }
     let b = buf.cast::<BufferBox>();
-    // SAFETY: live: marked dead, then dropped once.
+    // SAFETY: live: marked dead, then dropped once, then the hold on the
+    // area whose pages it covered.
     unsafe {
         addr_of_mut!((*b).live).write(0);
         ptr::drop_in_place(addr_of_mut!((*b).buffer));
+        ptr::drop_in_place(addr_of_mut!((*b).area));
     }
     0
 }

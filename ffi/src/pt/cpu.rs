@@ -13,12 +13,12 @@ use perfaux::pt::pmu::PtPmu;
 use perfaux::pt::tracer::SoftTracer;
 use perfaux::{Error, Result};
 
-use super::buffer::{buffer_ref, perfaux_pt_buffer};
+use super::buffer::{buffer_hold, perfaux_pt_buffer};
 use super::output::{COps, PtOutput, perfaux_aux_ops};
-use crate::aux::{area_ref, perfaux_aux_area};
+use crate::aux::{area_hold, perfaux_aux_area};
 use crate::platform::{CPhysMap, CPlatform, perfaux_phys_map, perfaux_platform};
-use crate::ring::{fixed_event, perfaux_output_event, perfaux_ring, ring_ref};
-use crate::storage::{live_box, read_in, usable};
+use crate::ring::{fixed_event, perfaux_output_event, perfaux_ring, ring_hold};
+use crate::storage::{Hold, Users, live_box, read_in, usable};
 
 /// Words of `struct perfaux_pt_cpu`.
 pub const PERFAUX_PT_CPU_WORDS: usize = 256;
@@ -37,10 +37,22 @@ pub struct perfaux_pt_cpu {
 #[repr(C)]
 pub(crate) struct CpuBox {
     pub(super) live: u64,
+    /// The events opened on the CPU's PMU.
+    pub(super) users: Users,
+    /// What a CPU object over a perfaux AUX area writes into.
+    holds: Option<AreaHolds>,
     pub(super) phys: CPhysMap,
     pub(super) platform: CPlatform,
     pub(super) tracer: SoftTracer<'static>,
     pub(super) pmu: PtPmu<'static, PtOutput>,
+}
+
+/// The holds of a CPU object over a perfaux AUX area: the ring its
+/// `PERF_RECORD_AUX` go to, the area and the area's PT buffer.
+struct AreaHolds {
+    _ring: Hold<'static>,
+    _area: Hold<'static>,
+    _buffer: Hold<'static>,
 }
 
 const CPU_LIVE: u64 = 0x7065_7266_7074_6370; // "perfptcp"
@@ -72,6 +84,7 @@ unsafe fn build_cpu(
     phys: *const perfaux_phys_map,
     platform: *const perfaux_platform,
     psb_period: u64,
+    holds: Option<AreaHolds>,
     output: impl FnOnce(&'static CPlatform) -> Result<PtOutput>,
 ) -> c_int {
     if !usable(cpu) || !(256..=1 << 20).contains(&psb_period) {
@@ -100,6 +113,8 @@ unsafe fn build_cpu(
     // are written in dependency order and stay in place.
     unsafe {
         addr_of_mut!((*b).live).write(0);
+        addr_of_mut!((*b).users).write(Users::new());
+        addr_of_mut!((*b).holds).write(None);
         addr_of_mut!((*b).phys).write(phys);
         addr_of_mut!((*b).platform).write(CPlatform(platform));
     }
@@ -119,6 +134,7 @@ unsafe fn build_cpu(
     // SAFETY: valid storage; the live word goes last.
     unsafe {
         addr_of_mut!((*b).pmu).write(PtPmu::with_output(tracer, phys, output));
+        addr_of_mut!((*b).holds).write(holds);
         addr_of_mut!((*b).live).write(CPU_LIVE);
     }
     0
@@ -134,12 +150,13 @@ unsafe fn build_cpu(
 /// Returns 0, `-EINVAL` for bad arguments (NULL or misaligned storage, a
 /// ring, area or buffer not initialized, a buffer over other pages, a
 /// malformed event, one of the two phys callbacks only), `-EBUSY` if `cpu`
-/// is initialized.
+/// is initialized. The CPU object holds `ring`, `area` and `buffer`: their
+/// `fini` is refused until the CPU object's.
 ///
 /// # Safety
 /// `cpu` valid for writes of `sizeof(struct perfaux_pt_cpu)` bytes and not
-/// moved until `perfaux_pt_cpu_fini`; `ring`, `area` and `buffer`
-/// initialized and outliving it; the pointers to structs NULL or readable.
+/// moved until `perfaux_pt_cpu_fini`; `ring`, `area` and `buffer` NULL or
+/// storage of their kinds; the pointers to structs NULL or readable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_pt_cpu_init_area(
     cpu: *mut perfaux_pt_cpu,
@@ -151,15 +168,15 @@ pub unsafe extern "C" fn perfaux_pt_cpu_init_area(
     phys: *const perfaux_phys_map,
     psb_period: u64,
 ) -> c_int {
-    // SAFETY: `area` is NULL or `struct perfaux_aux_area` storage; `ring` is NULL or `struct
-    // perfaux_ring` storage (this function's `# Safety`), which is what `area_ref` and
-    // `ring_ref` needs.
-    let (Some(area), Some(ring)) = (unsafe { area_ref(area) }, unsafe { ring_ref(ring) }) else {
-        return Error::Invalid.errno();
-    };
-    // SAFETY: `buffer` is NULL or `struct perfaux_pt_buffer` storage (this function's `#
-    // Safety`), which is what `buffer_ref` needs.
-    let Some(buffer) = (unsafe { buffer_ref(buffer) }).map(|b| &b.buffer) else {
+    // SAFETY: `area`, `ring` and `buffer` are NULL or storage of their
+    // kinds (this function's `# Safety`), which is what the `*_hold`
+    // functions need; the holds keep them initialized while the CPU object
+    // refers to them.
+    let (Some((area, area_users)), Some((ring, ring_users)), Some((buffer, buffer_users))) = (
+        unsafe { area_hold(area) },
+        unsafe { ring_hold(ring) },
+        unsafe { buffer_hold(buffer) },
+    ) else {
         return Error::Invalid.errno();
     };
     if buffer.pages() != area.pages() || buffer.is_overwrite() != area.is_overwrite() {
@@ -171,10 +188,15 @@ pub unsafe extern "C" fn perfaux_pt_cpu_init_area(
         return Error::Invalid.errno();
     };
     let stamp = !platform.is_null();
+    let holds = AreaHolds {
+        _ring: ring_users,
+        _area: area_users,
+        _buffer: buffer_users,
+    };
     // SAFETY: `cpu` is storage that does not move, `phys` and `platform`
     // NULL or readable (this function's `# Safety`): `build_cpu`'s clauses.
     unsafe {
-        build_cpu(cpu, phys, platform, psb_period, |p| {
+        build_cpu(cpu, phys, platform, psb_period, Some(holds), |p| {
             let out = AreaOutput::new(area, ring, event, buffer);
             Ok(PtOutput::Area(if stamp {
                 out.with_platform(p)
@@ -214,18 +236,20 @@ pub unsafe extern "C" fn perfaux_pt_cpu_init(
     // readable (this function's `# Safety`); the platform is NULL:
     // `build_cpu`'s clauses.
     unsafe {
-        build_cpu(cpu, phys, ptr::null(), psb_period, |_| {
+        build_cpu(cpu, phys, ptr::null(), psb_period, None, |_| {
             Ok(PtOutput::Ops(COps(ops)))
         })
     }
 }
 
-/// Tears the PT driver of one CPU down; its event must be off it
-/// (`perfaux_pt_del`) first. Returns 0, `-EBUSY` while an AUX transaction
-/// is open, `-EINVAL` if `cpu` is not an initialized CPU object.
+/// Tears the PT driver of one CPU down and lets go of what it wrote into;
+/// its event must be off it (`perfaux_pt_del`) first. Returns 0, `-EBUSY`
+/// (and nothing changes) while an event opened on it is open
+/// (`perfaux_event_open_pt`) or an AUX transaction is, `-EINVAL` if `cpu`
+/// is not an initialized CPU object.
 ///
 /// # Safety
-/// `cpu` NULL or PT CPU storage.
+/// `cpu` NULL or PT CPU storage; no other call may use it meanwhile.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_pt_cpu_fini(cpu: *mut perfaux_pt_cpu) -> c_int {
     // SAFETY: `cpu` is NULL or `struct perfaux_pt_cpu` storage (this function's `# Safety`),
@@ -233,23 +257,30 @@ pub unsafe extern "C" fn perfaux_pt_cpu_fini(cpu: *mut perfaux_pt_cpu) -> c_int 
     let Some(b) = (unsafe { cpu_ref(cpu) }) else {
         return Error::Invalid.errno();
     };
-    if b.pmu.in_transaction() {
+    if b.users.in_use() || b.pmu.in_transaction() {
         return Error::Busy.errno();
     }
     let b = cpu.cast::<CpuBox>();
     // SAFETY: live: marked dead, then dropped once (the PMU before what it
-    // refers to).
+    // refers to, the holds last).
     unsafe {
         addr_of_mut!((*b).live).write(0);
         ptr::drop_in_place(addr_of_mut!((*b).pmu));
         ptr::drop_in_place(addr_of_mut!((*b).tracer));
+        ptr::drop_in_place(addr_of_mut!((*b).holds));
     }
     0
 }
 
 impl CpuBox {
-    /// The PMU, for events opened on it.
+    /// The PMU.
     pub(crate) fn pmu(&self) -> &dyn Pmu {
         &self.pmu
+    }
+
+    /// The PMU with a hold on this CPU object, for an event opened on it:
+    /// the CPU object's `fini` is refused until the hold is dropped.
+    pub(crate) fn pmu_hold(&self) -> (&dyn Pmu, Hold<'_>) {
+        (&self.pmu, self.users.hold())
     }
 }

@@ -16,7 +16,7 @@ use perfaux::Error;
 use perfaux::abi::{PerfEventMmapPage, sample_type};
 use perfaux::ring::{FixedEvent, Ring, RingConfig, SampleId, Wakeup};
 
-use crate::storage::{live_box, read_in, usable};
+use crate::storage::{Hold, Users, live_box, read_in, usable};
 
 mod consumer;
 mod output;
@@ -141,6 +141,8 @@ impl Wakeup for CWakeup {
 struct RingBox {
     /// `RING_LIVE` while initialized.
     live: u64,
+    /// The AUX areas, PT CPU objects and events that write into the ring.
+    users: Users,
     /// The callback `ring` refers to (it lives in the same storage).
     wakeup: CWakeup,
     ring: Ring<'static>,
@@ -170,6 +172,19 @@ pub(crate) unsafe fn ring_ref<'a>(p: *const perfaux_ring) -> Option<&'a Ring<'st
     // `perfaux_ring_init` wrote the box and `perfaux_ring_fini` has not
     // dropped it.
     unsafe { live_box::<_, RingBox>(p, RING_LIVE).map(|b| &(*b).ring) }
+}
+
+/// The initialized ring at `p` with a hold on it, for an object that keeps
+/// referring to it: the ring's `fini` is refused until the hold is dropped.
+///
+/// # Safety
+/// As [`ring_ref`].
+pub(crate) unsafe fn ring_hold<'a>(
+    p: *const perfaux_ring,
+) -> Option<(&'a Ring<'static>, Hold<'a>)> {
+    // SAFETY: as `ring_ref` (this function's `# Safety`): the live word says
+    // a RingBox is there.
+    unsafe { live_box::<_, RingBox>(p, RING_LIVE).map(|b| (&(*b).ring, (*b).users.hold())) }
 }
 
 /// The data pages of a C call as a slice.
@@ -243,6 +258,7 @@ pub unsafe extern "C" fn perfaux_ring_init(
     // until fini).
     unsafe {
         addr_of_mut!((*b).live).write(0);
+        addr_of_mut!((*b).users).write(Users::new());
         addr_of_mut!((*b).wakeup).write(CWakeup(config.wakeup));
     }
     // SAFETY: just written; the reference lives as long as the storage.
@@ -268,20 +284,29 @@ pub unsafe extern "C" fn perfaux_ring_init(
     }
 }
 
-/// Tears a ring down (its memory is the caller's again). No output handle
-/// may be open on it. Returns 0, or `-EINVAL` if `ring` is not an
-/// initialized ring.
+/// Tears a ring down: its memory is the caller's again. Returns 0,
+/// `-EBUSY` (and nothing changes) while anything still refers to the ring:
+/// an AUX area attached to it, a PT CPU object or an event writing into
+/// it, or an open output handle (tear those down first, as the kernel
+/// keeps a buffer while `rb->refcount` holds it), or `-EINVAL` if `ring`
+/// is not an initialized ring. A consumer reads the memory, not the ring:
+/// it is not counted, and must be torn down before the memory is freed.
 ///
 /// # Safety
-/// `ring` must be NULL or point to `struct perfaux_ring` storage.
+/// `ring` must be NULL or point to `struct perfaux_ring` storage; no other
+/// call may use the ring meanwhile.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfaux_ring_fini(ring: *mut perfaux_ring) -> c_int {
     // SAFETY: `ring` is NULL or `struct perfaux_ring` storage (this function's `# Safety`),
-    // which is what `ring_ref` needs.
-    if unsafe { ring_ref(ring) }.is_none() {
+    // which is what `live_box` needs.
+    let Some(b) = (unsafe { live_box::<_, RingBox>(ring, RING_LIVE) }) else {
         return Error::Invalid.errno();
+    };
+    // SAFETY: live (checked), so a RingBox is there.
+    let (users, r) = unsafe { (&(*b).users, &(*b).ring) };
+    if users.in_use() || r.has_writer() {
+        return Error::Busy.errno();
     }
-    let b = ring.cast::<RingBox>();
     // SAFETY: live, so a RingBox is there; dropped once, then marked dead.
     unsafe {
         ptr::drop_in_place(addr_of_mut!((*b).ring));
