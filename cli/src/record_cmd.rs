@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! `perfaux record`: runs the simulated machine and writes perf.data.
 
+use std::cell::Cell;
 use std::io::{BufWriter, Write as _};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -12,7 +14,8 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use perfaux_cli::sim::{self, Config, Counter, Mode, Stop};
+use perfaux_cli::emu::buildid;
+use perfaux_cli::sim::{self, Config, Counter, Image, Mode, Stop};
 
 use crate::output::{place, staged};
 
@@ -34,7 +37,7 @@ Then: perf script -D -i perf.data | less   or   perfaux dump --check perf.data")
 pub struct RecordArgs {
     /// Output file; `-` streams perf's pipe format to standard output
     /// (`perfaux record -o - | perf script -i -`), the summary then on
-    /// standard error and the program's code in `perfaux-stdout.perfaux-demo`.
+    /// standard error and the program's code in the build-id cache only.
     #[arg(short, long, default_value = "perf.data")]
     pub(crate) output: PathBuf,
     /// Simulated CPUs (1-256).
@@ -49,9 +52,10 @@ pub struct RecordArgs {
     /// Counter events between samples.
     #[arg(long, default_value_t = 100_000, conflicts_with = "program")]
     period: u64,
-    /// Bytes of trace each sample carries (attr.aux_sample_size; snapshot mode).
-    #[arg(long, default_value_t = 4096, conflicts_with = "program")]
-    aux_sample_size: u32,
+    /// Bytes of trace each sample carries (attr.aux_sample_size; snapshot
+    /// mode) [default: 4096]. The kernel takes whole 8-byte words.
+    #[arg(long, value_name = "BYTES", conflicts_with = "program")]
+    aux_sample_size: Option<u32>,
     /// AUX area pages per CPU, or per thread of a program (a power of
     /// two; default 64 simulated, 1024 for a program: 4 MiB, perf's).
     #[arg(long)]
@@ -74,8 +78,8 @@ pub struct RecordArgs {
     /// `perf script --vmlinux`. Default: user space only (`intel_pt//u`).
     #[arg(long, conflicts_with = "program")]
     kernel: bool,
-    /// Write the ground truth here: every branch an ideal decoder shows per
-    /// CPU, and each sample's branch stack.
+    /// Write the ground truth here (`-`: standard output): every branch an
+    /// ideal decoder shows per CPU, and each sample's branch stack.
     #[arg(long, value_name = "FILE")]
     pub(crate) truth: Option<PathBuf>,
     /// No progress bar or summary.
@@ -108,10 +112,11 @@ pub struct RecordArgs {
     /// own rings, as each CPU has in `perf record`); more run untraced.
     #[arg(long, default_value_t = 256, requires = "program")]
     pub(crate) max_threads: u32,
-    /// With a program: do not add the binaries it ran to the build-id
-    /// cache ($PERF_BUILDID_DIR or ~/.debug), where perf finds them after
-    /// they are replaced or moved (perf record's --no-buildid-cache).
-    #[arg(long, requires = "program")]
+    /// Do not add the binaries the recording names (a program's, or the
+    /// simulator's code) to the build-id cache ($PERF_BUILDID_DIR or
+    /// ~/.debug), where perf finds them by build-id after they are
+    /// replaced or moved (perf record's --no-buildid-cache).
+    #[arg(long)]
     pub(crate) no_buildid_cache: bool,
     /// A real x86-64 program to trace under QEMU user mode, and its
     /// arguments (after `--`). Without one, the simulator runs.
@@ -177,6 +182,45 @@ fn parse_duration(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("'{s}': a duration between 1ns and 584 years"))
 }
 
+/// What the run will do otherwise than the options say, each said once
+/// before it starts (nothing changes silently).
+fn quiet_changes(args: &RecordArgs, config: &Config) -> Vec<String> {
+    let mut said = Vec::new();
+    match (config.mode, args.aux_sample_size) {
+        (Mode::Full, Some(size)) => said.push(format!(
+            "--aux-sample-size {size} is unused: --mode full records the whole trace, and samples carry none"
+        )),
+        (Mode::Snapshot, Some(size)) if size % 8 != 0 => said.push(format!(
+            "--aux-sample-size {size}: the kernel takes whole 8-byte words (perf_prepare_sample rounds down), so samples carry {} bytes",
+            size & !7
+        )),
+        _ => {}
+    }
+    if let Stop::Duration(ns) = config.stop {
+        let step = sim::QUANTUM_NS;
+        if ns % step != 0 {
+            let runs = ns.div_ceil(step) * step;
+            said.push(format!(
+                "--duration {}: the simulated CPUs take turns every {} us, so the run lasts {}",
+                human_ns(ns),
+                step / 1000,
+                human_ns(runs)
+            ));
+        }
+    }
+    said
+}
+
+/// `ns` in the largest unit that keeps it whole (`2ns`, `1500us`, `20ms`).
+fn human_ns(ns: u64) -> String {
+    for (unit, scale) in [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
+        if ns % scale == 0 {
+            return format!("{}{unit}", ns / scale);
+        }
+    }
+    format!("{ns}ns")
+}
+
 /// `N bytes (M MiB)`.
 pub(crate) fn mib(bytes: u64) -> String {
     format!(
@@ -198,7 +242,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             (None, None) => Stop::Duration(20_000_000),
         },
         period: args.period,
-        aux_sample_size: args.aux_sample_size,
+        aux_sample_size: args.aux_sample_size.unwrap_or(4096),
         aux_pages: args.aux_pages.unwrap_or(64),
         data_pages: args.data_pages,
         seed: args.seed,
@@ -237,6 +281,12 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         .ok_or_else(|| format!("{}: not a UTF-8 path", elf_path.display()))?
         .to_owned();
     config.check()?;
+    if args.output.is_dir() {
+        return Err(format!("-o {}: is a directory", args.output.display()));
+    }
+    for warning in quiet_changes(args, &config) {
+        eprintln!("perfaux: warning: {warning}");
+    }
     let max_aux = sim::max_aux_per_sample(&config);
     if config.mode == Mode::Snapshot && config.aux_sample_size > max_aux {
         // perf record refuses more than 60 KiB; the kernel clamps. Say so.
@@ -244,6 +294,10 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             "perfaux: warning: --aux-sample-size {}: a sample is at most 65535 bytes, so each carries at most {max_aux} bytes of trace (the kernel's clamp)",
             config.aux_sample_size
         );
+    }
+    let truth_to_stdout = args.truth.as_deref() == Some(Path::new("-"));
+    if truth_to_stdout && to_stdout {
+        return Err("--truth - with -o -: both on standard output".into());
     }
     if args.truth.as_deref() == Some(args.output.as_path()) {
         return Err(format!(
@@ -255,30 +309,57 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
     // into place only when the run has succeeded: a failed, full-disk or
     // killed run leaves the previous files as they were. The temporary
     // files are created first, so a bad path fails before the run.
-    let truth_file = args.truth.as_deref().map(staged).transpose()?;
+    let truth_file = args
+        .truth
+        .as_deref()
+        .filter(|_| !truth_to_stdout)
+        .map(staged)
+        .transpose()?;
     let file = if to_stdout {
         None
     } else {
         Some(staged(&args.output)?)
     };
-    // The program's code, where the file's MMAP2 records say: before the
-    // run when the records stream out (the reader may need it at once).
+    // The program's code (and the handler's), where the file's MMAP2
+    // records say, and in the build-id cache, where perf finds it by the
+    // build-id those records carry whatever becomes of the path (a newer
+    // run's code there, a moved recording). With the records on standard
+    // output it goes to the cache only, before the run (the reader may
+    // need it at once): nothing lands in the current directory and
+    // concurrent runs share no file; beside the output only if the cache
+    // is off or fails.
     let (elf, kernel_elf) = sim::images(&config)?;
-    let mut side: Vec<(&Path, &[u8])> = vec![(&elf_path, &elf)];
+    let cache = (!args.no_buildid_cache).then(buildid::cache_dir).flatten();
+    let mut side: Vec<(&Path, &Image)> = vec![(&elf_path, &elf)];
     if let Some(k) = &kernel_elf {
         side.push((&vmlinux, k));
     }
-    let write_side = |side: &[(&Path, &[u8])]| -> Result<(), String> {
-        for (path, bytes) in side {
+    let write_side = |side: &[(&Path, &Image)]| -> Result<(), String> {
+        for (path, image) in side {
             let mut f = staged(path)?;
-            f.write_all(bytes)
+            f.write_all(&image.bytes)
                 .map_err(|e| format!("writing {}: {e}", path.display()))?;
             place(f, path, false)?;
         }
         Ok(())
     };
+    let cached: Vec<Option<PathBuf>> = side
+        .iter()
+        .map(|(path, image)| {
+            cache
+                .as_deref()
+                .and_then(|dir| cache_image(dir, path, image))
+        })
+        .collect();
+    // Where the summary says each side file is.
+    let mut side_at: Vec<PathBuf> = side.iter().map(|(p, _)| p.to_path_buf()).collect();
     if to_stdout {
-        write_side(&side)?;
+        for (((path, image), cached), at) in side.iter().zip(&cached).zip(&mut side_at) {
+            match cached {
+                Some(entry) => *at = entry.clone(),
+                None => write_side(&[(path, image)])?,
+            }
+        }
     }
     let interrupt = interrupt_flag();
     let stop = &interrupt.stop;
@@ -317,9 +398,19 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
     };
     let (summary, outputs, backup, file_bytes) = match file {
         None => {
-            let out = BufWriter::new(std::io::stdout().lock());
-            let (summary, _, outputs) = sim::record_pipe(&config, out, &mut progress)
-                .map_err(|e| format!("writing standard output: {e}"))?;
+            let closed = Rc::new(Cell::new(false));
+            let out = BufWriter::new(Stdout {
+                out: std::io::stdout().lock(),
+                closed: Rc::clone(&closed),
+            });
+            let (summary, _, outputs) = match sim::record_pipe(&config, out, &mut progress) {
+                Ok(done) => done,
+                // The reader went away (`| head`): the run ends quietly,
+                // with the status a writer killed by SIGPIPE has, as
+                // `perf record -o -` ends.
+                Err(_) if closed.get() => return Ok(ExitCode::from(128 + 13)),
+                Err(e) => return Err(format!("writing standard output: {e}")),
+            };
             let bytes = summary.data_bytes;
             (summary, outputs, None, bytes)
         }
@@ -342,6 +433,15 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             .map_err(|e| format!("writing {}: {e}", p.display()))?;
         place(f, p, false)?;
     }
+    if let (true, Some(t)) = (truth_to_stdout, &outputs.truth) {
+        let mut out = std::io::stdout().lock();
+        if let Err(e) = out.write_all(t.as_bytes()).and_then(|()| out.flush()) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                return Ok(ExitCode::from(128 + 13));
+            }
+            return Err(format!("writing the truth to standard output: {e}"));
+        }
+    }
     let took = started.elapsed().as_secs_f64();
     let output = if to_stdout {
         "standard output".to_owned()
@@ -355,14 +455,14 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             summary: &summary,
             file_bytes,
             took,
-            elf: &elf_path,
-            vmlinux: kernel_elf.is_some().then_some(vmlinux.as_path()),
+            elf: &side_at[0],
+            vmlinux: side_at.get(1).map(PathBuf::as_path),
             backup: backup.as_deref(),
             input: if to_stdout { "-" } else { output.as_str() },
         };
-        // With the records on standard output, the summary goes to
-        // standard error, as perf record's messages do.
-        let printed = if to_stdout {
+        // With the records (or the truth) on standard output, the summary
+        // goes to standard error, as perf record's messages do.
+        let printed = if to_stdout || truth_to_stdout {
             report.print(&mut std::io::stderr().lock())
         } else {
             report.print(&mut std::io::stdout().lock())
@@ -387,8 +487,56 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The side files' base name for `-o -` (in the current directory).
+/// The side files' base name for `-o -` (in the current directory, which
+/// the records name; the files go to the build-id cache).
 const STDOUT_NAME: &str = "perfaux-stdout";
+
+/// Adds `image`, which the recording names `path`, to the build-id cache
+/// `dir`: the cache's copy, or `None` after a one-line warning (the
+/// recording stands; perf then needs the file at `path`).
+fn cache_image(dir: &Path, path: &Path, image: &Image) -> Option<PathBuf> {
+    let name = path.to_str()?;
+    match buildid::add_bytes(dir, name, &image.build_id, &image.bytes) {
+        Ok(_) => Some(buildid::entry(dir, name, &image.build_id)),
+        Err(e) => {
+            eprintln!(
+                "perfaux: warning: {} not added to the build-id cache {}: {e}",
+                path.display(),
+                dir.display()
+            );
+            None
+        }
+    }
+}
+
+/// Standard output for the records of `-o -`, remembering whether the
+/// reader went away (a write failed with `EPIPE`).
+struct Stdout<W> {
+    out: W,
+    closed: Rc<Cell<bool>>,
+}
+
+impl<W: std::io::Write> Stdout<W> {
+    fn note<T>(&self, r: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(e) = &r {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                self.closed.set(true);
+            }
+        }
+        r
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for Stdout<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let r = self.out.write(buf);
+        self.note(r)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        let r = self.out.flush();
+        self.note(r)
+    }
+}
 
 /// What a finished run says (`perfaux record` without `--quiet`).
 struct Report<'r> {
@@ -473,10 +621,17 @@ impl Report<'_> {
             .map(|v| format!(" --vmlinux {}", v.display()))
             .unwrap_or_default();
         if self.input == "-" {
-            writeln!(
-                w,
-                "next: pipe it: perfaux record -o - | perf script --itrace=L16 -F +brstacksym -i -{vm}"
-            )
+            // perf 6.1 decodes no AUX samples from a pipe
+            // (`auxtrace_queue_data` skips pipes): a full trace, or the
+            // samples (with their own branch stacks, -b), are what it shows.
+            let pipe = match (self.config.mode, self.config.branches.is_some()) {
+                (Mode::Full, _) => format!("perf script --itrace=be -i -{vm}"),
+                (Mode::Snapshot, true) => format!("perf script -F +brstacksym -i -{vm}"),
+                (Mode::Snapshot, false) => format!(
+                    "perf script -i -{vm}   (perf decodes AUX samples from a file only: -o FILE)"
+                ),
+            };
+            writeln!(w, "next: pipe it: perfaux record ... -o - | {pipe}")
         } else {
             writeln!(
                 w,

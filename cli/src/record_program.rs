@@ -59,6 +59,11 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         truth: args.truth.is_some(),
         branches,
     };
+    if args.truth.as_deref() == Some(std::path::Path::new("-")) {
+        return Err(
+            "--truth - with a program: standard output is the program's; give a file".into(),
+        );
+    }
     if args.truth.as_deref() == Some(args.output.as_path()) {
         return Err(format!(
             "--truth {}: that is the output file",
@@ -66,8 +71,11 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         ));
     }
     let truth_file = args.truth.as_deref().map(staged).transpose()?;
-    if mode == Mode::Sample && options.aux_sample_size == 0 {
-        return Err("--aux-sample=0: a sample needs at least 8 bytes of trace".into());
+    if mode == Mode::Sample && options.aux_sample_size < 8 {
+        return Err(format!(
+            "--aux-sample={}: a sample needs at least 8 bytes of trace (the kernel takes whole 8-byte words: perf_prepare_sample rounds down)",
+            options.aux_sample_size
+        ));
     }
     let file = staged(&args.output)?;
     let interrupt = interrupt_flag();

@@ -15,8 +15,8 @@ use common::{perf_available, perfaux, record, repair, text};
 use perfaux_cli::perfdata::{IndexEntry, PerfData};
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("perfaux-cut-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| common::fresh_dir("cut"));
     dir.join(name)
 }
 

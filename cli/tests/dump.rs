@@ -3,22 +3,16 @@
 //! non-zero exit for every kind of damage, never a panic; `--check` finds
 //! broken invariants; another reader (`linux-perf-data`) reads our files.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
+use common::{perfaux, text};
 use perfaux_cli::perfdata::{PerfData, parse_sample};
 
-fn perfaux() -> Command {
-    Command::cargo_bin("perfaux").expect("the perfaux binary is built")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("perfaux-dump-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| common::fresh_dir("dump"));
     dir.join(name)
 }
 
@@ -133,10 +127,17 @@ fn malformed_files_are_refused_clearly() {
     attr_field[attrs_off + 4..attrs_off + 8].copy_from_slice(&136u32.to_le_bytes());
     assert_refused(&attr_field, "attr 0 says size 136");
 
-    // A record whose size runs past the data section.
+    // A record whose size runs past the data section: the last one's.
     let data_off = u64::from_le_bytes(good[40..48].try_into().unwrap()) as usize;
+    let last = PerfData::parse(&good)
+        .unwrap()
+        .records()
+        .map(Result::unwrap)
+        .last()
+        .unwrap()
+        .offset as usize;
     let mut long_record = good.clone();
-    long_record[data_off + 6..data_off + 8].copy_from_slice(&0xfff8u16.to_le_bytes());
+    long_record[last + 6..last + 8].copy_from_slice(&0xfff8u16.to_le_bytes());
     assert_refused(&long_record, "runs past the data section");
 
     let mut tiny_record = good.clone();

@@ -87,8 +87,8 @@ fn read_truth(path: &Path) -> Truth {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("perfaux-itrace-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| common::fresh_dir("itrace"));
     dir.join(name)
 }
 
@@ -730,4 +730,83 @@ fn a_repaired_cut_file_decodes_into_the_truth_up_to_the_cut() {
             let _ = std::fs::remove_file(p);
         }
     }
+}
+
+/// `perf --buildid-dir CACHE script --itrace=be -F ip,sym,addr -i file`:
+/// its output and the instruction trace errors it printed.
+fn branches_via_cache(file: &Path, cache: &Path) -> (String, usize) {
+    let out = Process::new("perf")
+        .arg("--buildid-dir")
+        .arg(cache)
+        .args(["script", "--itrace=be", "-F", "ip,sym,addr", "-i"])
+        .arg(file)
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    let errors = stdout
+        .lines()
+        .filter(|l| l.contains("instruction trace error"))
+        .count();
+    (stdout, errors)
+}
+
+/// perf finds the simulator's code by build-id in the cache `record` fills,
+/// as `perf record` fills it: a recording whose program file a newer run
+/// replaced (`perf.data.old`) or that was moved away from it decodes as it
+/// did, with no error. Without the cache (`--no-buildid-cache`, an empty
+/// cache) the old file does not: the test has teeth.
+#[test]
+fn old_and_moved_recordings_decode_through_the_build_id_cache() {
+    if !perf_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("perf.data");
+    let old = dir.path().join("perf.data.old");
+    let args = |seed: &'static str| {
+        [
+            "-q",
+            "--mode",
+            "full",
+            "--cpus",
+            "1",
+            "--duration",
+            "1ms",
+            "--seed",
+            seed,
+        ]
+    };
+    let cache = common::buildid_cache();
+    record(&data, &args("3"));
+    let (first, errors) = branches_via_cache(&data, &cache);
+    assert_eq!(errors, 0, "{first}");
+    assert!(first.lines().count() > 1000);
+
+    // A newer run of another program: its code replaces the old one's file.
+    record(&data, &args("4"));
+    let (again, errors) = branches_via_cache(&old, &cache);
+    assert_eq!(errors, 0);
+    assert!(again == first, "perf.data.old decodes as it did");
+
+    // Moved elsewhere, its program file gone.
+    let moved = dir.path().join("elsewhere/kept.data");
+    std::fs::create_dir_all(moved.parent().unwrap()).unwrap();
+    std::fs::rename(&old, &moved).unwrap();
+    std::fs::remove_file(dir.path().join("perf.data.perfaux-demo")).unwrap();
+    let (again, errors) = branches_via_cache(&moved, &cache);
+    assert_eq!(errors, 0);
+    assert!(again == first, "a moved recording decodes as it did");
+
+    // The control: the same two runs without the cache.
+    let empty = dir.path().join("empty-cache");
+    let data = dir.path().join("uncached.data");
+    let uncached = |seed| [&args(seed)[..], &["--no-buildid-cache"]].concat();
+    record(&data, &uncached("3"));
+    record(&data, &uncached("4"));
+    let (_, errors) = branches_via_cache(&dir.path().join("uncached.data.old"), &empty);
+    assert!(errors > 0, "without the cache the old file's code is gone");
+    let entry = cache
+        .join(dir.path().strip_prefix("/").unwrap())
+        .join("uncached.data.perfaux-demo");
+    assert!(!entry.exists(), "--no-buildid-cache adds nothing");
 }

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! `perfaux record -o -`: perf's pipe format on standard output, streamed
-//! (nothing seeks), the summary on standard error, the program's code
-//! written first (beside, as `perfaux-stdout.perfaux-demo`); perf reads it
+//! (nothing seeks), the summary on standard error, the program's code put
+//! first in the build-id cache only (nothing in the current directory, so
+//! concurrent runs share no file), where perf finds it by the build-id the
+//! MMAP2 records carry; perf reads it
 //! from a pipe: the same samples as from the file of the same run, and in
 //! full-trace mode the same branches. (perf 6.1 does not decode AUX samples
 //! from a pipe, `auxtrace_queue_data`, so snapshot mode is held to the
@@ -13,7 +15,7 @@ use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{perf_available, perfaux, record, text};
+use common::{buildid_cache, perf_available, perfaux, record, text};
 use perfaux_cli::perfdata::PerfData;
 
 /// `perfaux record -o - args...` run in `dir`: (stdout, stderr).
@@ -31,6 +33,8 @@ fn record_to_stdout(dir: &Path, args: &[&str]) -> (Vec<u8>, String) {
 /// `perf script args... -i -` reading `stream` from a pipe.
 fn perf_script_from_pipe(stream: &[u8], args: &[&str]) -> String {
     let mut child = Command::new("perf")
+        .arg("--buildid-dir")
+        .arg(buildid_cache())
         .arg("script")
         .args(args)
         .args(["-i", "-"])
@@ -50,6 +54,8 @@ fn perf_script_from_pipe(stream: &[u8], args: &[&str]) -> String {
 
 fn perf_script_file(path: &Path, args: &[&str]) -> String {
     let out = Command::new("perf")
+        .arg("--buildid-dir")
+        .arg(buildid_cache())
         .arg("script")
         .args(args)
         .arg("-i")
@@ -81,12 +87,25 @@ fn dash_o_dash_streams_the_pipe_format() {
         stderr.contains("perfaux: wrote standard output"),
         "{stderr}"
     );
+    // A hint that works from a pipe: perf 6.1 decodes no AUX sample there.
     assert!(
-        stderr.contains("perfaux record -o - | perf script"),
+        stderr.contains(
+            "next: pipe it: perfaux record ... -o - | perf script -i -   (perf decodes AUX samples from a file only: -o FILE)"
+        ),
         "{stderr}"
     );
-    assert!(!dir.path().join("-").exists(), "no file named -");
-    assert!(dir.path().join("perfaux-stdout.perfaux-demo").is_file());
+    // Nothing in the current directory (no file named -, no program): the
+    // program is in the build-id cache, where the summary says.
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+    let program = stderr
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("program   "))
+        .expect("the summary names the program");
+    assert!(
+        Path::new(program).starts_with(buildid_cache()) && Path::new(program).is_file(),
+        "{program}"
+    );
     let check = perfaux()
         .args(["dump", "--check", "-"])
         .write_stdin(stream.clone())
@@ -135,7 +154,11 @@ fn a_full_trace_through_a_pipe_decodes_as_the_file_does() {
     }
     let dir = tempfile::tempdir().unwrap();
     let args = ["--duration", "2ms", "--cpus", "2", "--mode", "full"];
-    let (stream, _) = record_to_stdout(dir.path(), &args);
+    let (stream, stderr) = record_to_stdout(dir.path(), &args);
+    assert!(
+        stderr.contains("next: pipe it: perfaux record ... -o - | perf script --itrace=be -i -\n"),
+        "{stderr}"
+    );
     let path = dir.path().join("full.data");
     record(&path, &[&["-q"][..], &args].concat());
     // Per CPU, the branch sources in decode order. (Around a context
@@ -163,4 +186,50 @@ fn a_full_trace_through_a_pipe_decodes_as_the_file_does() {
         p.values().map(Vec::len)
     );
     assert!(p == f, "the pipe's branches are the file's");
+}
+
+/// Two runs into pipes at once, each its own program (seeds 5 and 6), from
+/// one directory: each decodes with no error, its code found by build-id.
+#[test]
+fn concurrent_pipes_share_no_file() {
+    if !perf_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let run = |seed: &'static str| {
+        let cwd = dir.path().to_path_buf();
+        std::thread::spawn(move || {
+            record_to_stdout(
+                &cwd,
+                &[
+                    "--duration",
+                    "1ms",
+                    "--cpus",
+                    "1",
+                    "--mode",
+                    "full",
+                    "--seed",
+                    seed,
+                ],
+            )
+            .0
+        })
+    };
+    let (five, six) = (run("5"), run("6"));
+    let streams = [five.join().unwrap(), six.join().unwrap()];
+    assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
+    let mut symbols = Vec::new();
+    for stream in &streams {
+        let out = perf_script_from_pipe(stream, &["--itrace=be", "-F", "ip,sym"]);
+        assert!(!out.contains("instruction trace error"), "{out}");
+        // (ip 0: where the trace starts, from nowhere.)
+        assert!(
+            out.lines()
+                .all(|l| l.trim_start().starts_with("0 ") || !l.contains("[unknown]")),
+            "every branch in a known function"
+        );
+        assert!(out.lines().count() > 1000, "{out}");
+        symbols.push(out);
+    }
+    assert_ne!(symbols[0], symbols[1], "two programs");
 }

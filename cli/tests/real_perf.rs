@@ -22,11 +22,13 @@ const WORK: &[&str] = &[
 ];
 
 /// `perf record args... -o path`; `false` (and why, on stderr) when this
-/// machine's kernel does not let perf record at all.
+/// machine's kernel does not let perf record at all. `-N`: the tests leave
+/// nothing in the user's build-id cache.
 fn perf_record(path: &Path, args: &[&str]) -> bool {
     let out = Command::new("perf")
         .arg("record")
         .arg("-q")
+        .arg("-N")
         .arg("-o")
         .arg(path)
         .args(args)

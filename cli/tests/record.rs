@@ -16,8 +16,8 @@ use perfaux_cli::perfdata::{PerfData, parse_sample, user_record};
 use perfaux_cli::sim::PSB_PERIOD;
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("perfaux-record-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| common::fresh_dir("record"));
     dir.join(name)
 }
 

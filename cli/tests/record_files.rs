@@ -72,6 +72,7 @@ fn a_run_that_dies_leaves_the_previous_file() {
     // prlimit: writing past 1 MB kills the run (SIGXFSZ) in the middle.
     let bin = assert_cmd::cargo::cargo_bin("perfaux");
     let status = std::process::Command::new("prlimit")
+        .env("PERF_BUILDID_DIR", common::buildid_cache())
         .arg("--fsize=1000000")
         .arg(&bin)
         .args(["record", "--duration", "200ms", "--quiet", "-o"])
@@ -114,6 +115,7 @@ fn a_signal_writes_a_complete_shorter_file(signal: &str, status: i32) {
     let out = dir.path().join("perf.data");
     let bin = assert_cmd::cargo::cargo_bin("perfaux");
     let child = std::process::Command::new(&bin)
+        .env("PERF_BUILDID_DIR", common::buildid_cache())
         .args(["record", "--duration", "10s", "--quiet", "-o"])
         .arg(&out)
         .stdout(Stdio::piped())
@@ -238,4 +240,152 @@ fn the_summary_says_one_cpu_not_one_cpus() {
         // The summary is the run's output (standard error with -o -).
         assert!(text(&out.stdout).contains(words), "{}", text(&out.stdout));
     }
+}
+
+/// The samples in `path`.
+fn samples_in(path: &Path) -> usize {
+    let bytes = std::fs::read(path).unwrap();
+    let file = PerfData::parse(&bytes).unwrap();
+    file.records()
+        .map(Result::unwrap)
+        .filter(|r| r.header.type_ == perfaux::abi::record_type::SAMPLE)
+        .count()
+}
+
+/// `--samples N` writes N samples, however many CPUs take them in the
+/// last round.
+#[test]
+fn samples_n_writes_exactly_n() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("perf.data");
+    for (n, cpus, more) in [
+        (1, "4", &[][..]),
+        (7, "4", &["-e", "cycles", "-e", "instructions"][..]),
+        (101, "3", &["--mode", "full"][..]),
+    ] {
+        let count = n.to_string();
+        let args = [&["--cpus", cpus, "--samples", &count, "-q"][..], more].concat();
+        record(&out, &args);
+        assert_eq!(samples_in(&out), n, "--samples {n} on {cpus} CPUs {more:?}");
+    }
+}
+
+/// What a run would otherwise change silently is refused or said once
+/// before it starts.
+#[test]
+fn no_option_changes_silently() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("perf.data");
+    let run = |args: &[&str]| {
+        perfaux()
+            .args(["record", "--samples", "5", "--quiet", "-o"])
+            .arg(&out)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    // 1 to 7 bytes round down to none: refused as 0 is.
+    for size in ["0", "1", "7"] {
+        let o = run(&["--aux-sample-size", size]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(
+            text(&o.stderr).contains(&format!(
+                "--aux-sample-size {size}: snapshot mode samples need at least 8 bytes"
+            )),
+            "{}",
+            text(&o.stderr)
+        );
+    }
+    // Rounded down to whole words, as the kernel does, and said.
+    let o = run(&["--aux-sample-size", "4100"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(
+        text(&o.stderr).contains("--aux-sample-size 4100: the kernel takes whole 8-byte words (perf_prepare_sample rounds down), so samples carry 4096 bytes"),
+        "{}",
+        text(&o.stderr)
+    );
+    // Unused in a full trace.
+    let o = run(&["--mode", "full", "--aux-sample-size", "8192"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(
+        text(&o.stderr).contains("--aux-sample-size 8192 is unused: --mode full"),
+        "{}",
+        text(&o.stderr)
+    );
+    // A duration below the simulator's step: what it became.
+    let o = perfaux()
+        .args(["record", "--duration", "2ns", "--quiet", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        text(&o.stderr).trim(),
+        "perfaux: warning: --duration 2ns: the simulated CPUs take turns every 100 us, so the run lasts 100us"
+    );
+    // A directory as the output: refused before the run.
+    let o = perfaux()
+        .args(["record", "--duration", "10s", "--quiet", "-o"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        text(&o.stderr).trim(),
+        format!("perfaux: -o {}: is a directory", dir.path().display())
+    );
+}
+
+/// `--truth -` writes the truth to standard output (the summary then to
+/// standard error), not to a file named `-`.
+#[test]
+fn truth_dash_is_standard_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = perfaux()
+        .current_dir(dir.path())
+        .args(["record", "--samples", "3", "--cpus", "1", "--truth", "-"])
+        .args(["-o", "t.data"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!dir.path().join("-").exists());
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("cpu 0"), "{stdout}");
+    assert!(text(&out.stderr).contains("perfaux: wrote t.data"));
+    let both = perfaux()
+        .current_dir(dir.path())
+        .args(["record", "--samples", "3", "--truth", "-", "-o", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(both.status.code(), Some(2));
+    assert!(text(&both.stderr).contains("--truth - with -o -: both on standard output"));
+}
+
+/// A reader that goes away (`| head -c 100`) ends a `-o -` run quietly,
+/// with a SIGPIPE writer's status, as `perf record -o -` ends.
+#[test]
+fn a_closed_pipe_ends_the_run_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("perfaux");
+    let mut child = std::process::Command::new(&bin)
+        .env("PERF_BUILDID_DIR", common::buildid_cache())
+        .current_dir(dir.path())
+        .args(["record", "-q", "--duration", "1s", "-o", "-"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut head = [0u8; 100];
+    use std::io::Read as _;
+    child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut head)
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(&head[..8], b"PERFILE2");
+    assert_eq!(out.status.code(), Some(141));
+    assert_eq!(text(&out.stderr), "", "quiet");
 }

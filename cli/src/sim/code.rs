@@ -175,9 +175,22 @@ impl Code {
                 }
             })
             .collect();
-        // Blocks per function, then each function's drafts.
+        // Every function but the entry gets a caller one level up, which
+        // calls it from its first blocks (straight-line: each call returns
+        // to the next block), so that whenever the entry runs, every
+        // function runs: no seed leaves most of its program dead.
+        let mut must_call: Vec<Vec<FuncId>> = vec![Vec::new(); shape.functions];
+        for g in 1..shape.functions {
+            // Never empty: function g - 1 is one level up, or the entry is.
+            let callers: Vec<FuncId> = (0..g).filter(|&p| levels[p] + 1 == levels[g]).collect();
+            if !callers.is_empty() {
+                must_call[callers[rng.below(callers.len() as u64) as usize]].push(g);
+            }
+        }
+        // Blocks per function (room for the calls it must make and a last
+        // block), then each function's drafts.
         let sizes: Vec<usize> = (0..shape.functions)
-            .map(|_| 3 + rng.below(8) as usize)
+            .map(|f| (3 + rng.below(8) as usize).max(must_call[f].len() + 2))
             .collect();
         let mut drafts: Vec<Vec<Draft>> = Vec::new();
         let mut first_block = Vec::new();
@@ -209,6 +222,8 @@ impl Code {
                         (0, false) => Terminator::Jump(next_block),
                         _ => Terminator::Ret,
                     }
+                } else if let Some(&callee) = must_call[f].get(i) {
+                    Terminator::Call(callee)
                 } else {
                     let callees = if rng.chance(75) && !next.is_empty() {
                         &next
@@ -256,9 +271,13 @@ impl Code {
                 .collect();
             return Terminator::IndirectCall { table: 0, callees };
         }
-        // A conditional branch: forward, or (one in five) a loop back to
-        // this block or one before it, taken at most half the time.
-        if rng.chance(20) {
+        // A conditional branch: forward past the next block, or (one in
+        // five, and always in the block before the last) a loop back to
+        // this block or one before it, taken at most half the time. Never
+        // to the next block: a `jcc` to its own fall-through (rel32 0) is
+        // one no compiler emits, and its two outcomes are one path that no
+        // decoder can tell apart.
+        if rng.chance(20) || here + 2 > last {
             let taken = first + rng.below((here - first + 1) as u64) as usize;
             Terminator::Cond {
                 taken,
@@ -266,7 +285,7 @@ impl Code {
             }
         } else {
             Terminator::Cond {
-                taken: forward(rng, here + 1),
+                taken: forward(rng, here + 2),
                 percent: 20 + rng.below(60) as u8,
             }
         }
@@ -425,8 +444,8 @@ impl Code {
 mod tests {
     use super::*;
 
-    fn user() -> Code {
-        let shape = Shape {
+    fn user_shape() -> Shape {
+        Shape {
             text_base: 0x40_1000,
             functions: 40,
             levels: 6,
@@ -434,8 +453,11 @@ mod tests {
             handler: false,
             tables: true,
             jumps: true,
-        };
-        Code::generate(shape, &mut SplitMix64::new(7))
+        }
+    }
+
+    fn user() -> Code {
+        Code::generate(user_shape(), &mut SplitMix64::new(7))
     }
 
     #[test]
@@ -474,6 +496,27 @@ mod tests {
                 .iter()
                 .any(|b| matches!(b.term, Terminator::IndirectCall { .. }))
         );
+    }
+
+    /// No `jcc` targets its own fall-through (a rel32 of 0), for any of
+    /// 100 seeds: no compiler emits one, and a decoder cannot tell its
+    /// outcomes apart.
+    #[test]
+    fn no_conditional_branch_targets_its_fall_through() {
+        for seed in 0..100 {
+            let shape = Shape {
+                functions: 48,
+                ..user_shape()
+            };
+            let code = Code::generate(shape, &mut SplitMix64::new(seed));
+            for b in &code.blocks {
+                if let Terminator::Cond { taken, .. } = b.term {
+                    let rel = &code.text[(b.next - code.text_base) as usize - 4..][..4];
+                    assert_ne!(rel, [0; 4], "seed {seed}: jcc at {:#x}", b.branch);
+                    assert_ne!(code.blocks[taken].start(), b.next);
+                }
+            }
+        }
     }
 
     #[test]

@@ -23,6 +23,9 @@ pub const START_NS: u64 = 1_000_000_000;
 pub const CYCLES_PER_NS: u64 = 2;
 /// Cycles each CPU runs before the rings are drained (100 µs).
 pub const QUANTUM: u64 = 200_000;
+/// A quantum in simulated nanoseconds: a run's duration is a whole number
+/// of them.
+pub const QUANTUM_NS: u64 = QUANTUM / CYCLES_PER_NS;
 /// Cycles a thread runs before the CPU switches to the next (1 ms).
 pub const TIMESLICE: u64 = 2_000_000;
 /// Cycles between TSC packets (10 µs).
@@ -150,8 +153,11 @@ impl Config {
                     .into(),
             );
         }
-        if self.mode == Mode::Snapshot && self.aux_sample_size == 0 {
-            return Err("--aux-sample-size 0: snapshot mode samples need an AUX size".into());
+        if self.mode == Mode::Snapshot && self.aux_sample_size < 8 {
+            return Err(format!(
+                "--aux-sample-size {}: snapshot mode samples need at least 8 bytes (the kernel takes whole 8-byte words: perf_prepare_sample rounds down)",
+                self.aux_sample_size
+            ));
         }
         if self.counters.is_empty() {
             return Err("no sampling event".into());

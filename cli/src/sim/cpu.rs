@@ -205,6 +205,10 @@ pub struct Cpu<'m, 'e> {
     pub next_tsc: u64,
     /// Each counter's events since its last overflow.
     pub counts: Vec<u64>,
+    /// Samples the CPU may still write (`--samples`: what the run still
+    /// needs), or `None` for no limit. Its quantum ends when it reaches 0,
+    /// so that a run writes exactly the samples asked for.
+    pub sample_budget: Option<u64>,
     /// The CPU's random choices.
     pub rng: SplitMix64,
     /// What the CPU did, for `--truth` (kept only then).
@@ -350,6 +354,7 @@ impl<'m, 'e> Cpu<'m, 'e> {
             next_switch: TIMESLICE,
             next_tsc: TSC_EVERY,
             counts: vec![0; config.counters.len()],
+            sample_budget: None,
             rng: SplitMix64::new(seeds.next_u64()),
             truth: CpuTruth::default(),
         })

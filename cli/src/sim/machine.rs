@@ -70,10 +70,10 @@ impl Cpu<'_, '_> {
         );
     }
 
-    /// Runs the CPU for one quantum.
+    /// Runs the CPU for one quantum, or until its sample budget is spent.
     pub fn run_quantum(&mut self) {
         let end = self.cycles + QUANTUM;
-        while self.cycles < end {
+        while self.cycles < end && self.sample_budget != Some(0) {
             if self.cycles >= self.next_switch {
                 self.context_switch();
             }
@@ -166,7 +166,11 @@ impl Cpu<'_, '_> {
             };
             if self.counts[k] >= self.setup.config.period {
                 self.counts[k] -= self.setup.config.period;
-                self.pmi(k);
+                // With the budget spent the run ends at this instruction:
+                // no further sample.
+                if self.sample_budget != Some(0) {
+                    self.pmi(k);
+                }
             }
         }
     }
@@ -193,7 +197,13 @@ impl Cpu<'_, '_> {
             };
             let end = m.tracer.written();
             // A refused sample is counted by the event (lost_samples).
-            if m.samplers[sampler].overflow(m.platform, &data).is_ok() && m.setup.config.truth {
+            let written = m.samplers[sampler].overflow(m.platform, &data).is_ok();
+            if written {
+                if let Some(budget) = m.sample_budget.as_mut() {
+                    *budget = budget.saturating_sub(1);
+                }
+            }
+            if written && m.setup.config.truth {
                 m.truth.samples.push(SamplePoint {
                     tid: m.threads[m.current].tid,
                     time: m.platform.now.get(),

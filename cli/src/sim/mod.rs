@@ -29,8 +29,8 @@ use perfaux::event::Event;
 use perfaux::pt::tracer::SoftTracer;
 
 pub use self::config::{
-    CYCLES_PER_NS, Config, Counter, MAX_BUFFER_BYTES, Mode, PSB_PERIOD, PT_TYPE, START_NS, Stop,
-    leader_attr, max_aux_per_sample, sampler_attr,
+    CYCLES_PER_NS, Config, Counter, MAX_BUFFER_BYTES, Mode, PSB_PERIOD, PT_TYPE, QUANTUM_NS,
+    START_NS, Stop, leader_attr, max_aux_per_sample, sampler_attr,
 };
 pub use self::file::PROGRAM;
 
@@ -69,6 +69,17 @@ pub struct Outputs {
     pub streams: Vec<Vec<u8>>,
 }
 
+/// The user program's shape: 48 functions called six deep.
+const USER_SHAPE: Shape = Shape {
+    text_base: TEXT_START,
+    functions: 48,
+    levels: 6,
+    prefix: "demo",
+    handler: false,
+    tables: true,
+    jumps: true,
+};
+
 /// The user program and, with `--kernel`, the interrupt handler.
 pub struct Programs {
     /// The user program.
@@ -81,18 +92,7 @@ impl Programs {
     /// The programs of `config`'s seed.
     pub fn generate(config: &Config) -> Programs {
         let mut rng = SplitMix64::new(config.seed ^ 0x636f_6465); // "code"
-        let user = Code::generate(
-            Shape {
-                text_base: TEXT_START,
-                functions: 48,
-                levels: 6,
-                prefix: "demo",
-                handler: false,
-                tables: true,
-                jumps: true,
-            },
-            &mut rng,
-        );
+        let user = Code::generate(USER_SHAPE, &mut rng);
         // The handler: conditional branches only, then `iretq`, so that
         // every branch in it has a packet of its own (a direct jump before
         // the `iretq` would be walked after the TSC that precedes it).
@@ -114,15 +114,29 @@ impl Programs {
     }
 }
 
+/// An ELF the run names, with its build-id.
+pub struct Image {
+    /// The ELF file.
+    pub bytes: Vec<u8>,
+    /// Its `NT_GNU_BUILD_ID`.
+    pub build_id: [u8; 20],
+}
+
 /// The program's ELF and the kernel handler's (`--kernel`) for `config`,
 /// as the run's [`Outputs`] will hold them: the simulated code depends on
 /// the configuration alone, so they can be written before the run (a pipe's
 /// reader resolves symbols while the stream flows).
-pub fn images(config: &Config) -> Result<(Vec<u8>, Option<Vec<u8>>), String> {
+pub fn images(config: &Config) -> Result<(Image, Option<Image>), String> {
     let programs = Programs::generate(config);
+    let image = |code: &Code| -> Result<Image, String> {
+        Ok(Image {
+            bytes: elf::image(code)?,
+            build_id: elf::build_id(code),
+        })
+    };
     Ok((
-        elf::image(&programs.user)?,
-        programs.kernel.as_ref().map(elf::image).transpose()?,
+        image(&programs.user)?,
+        programs.kernel.as_ref().map(image).transpose()?,
     ))
 }
 
@@ -205,9 +219,17 @@ fn run<R: RecordWriter>(
 
     let mut round = 0u64;
     let mut interrupted = false;
+    // Samples written so far (`--samples`: each CPU may write what the run
+    // still needs, so that it writes exactly that many).
+    let mut written = 0u64;
     loop {
         for cpu in &mut cpus {
+            if let Stop::Samples(n) = config.stop {
+                cpu.sample_budget = Some(n.saturating_sub(written));
+            }
+            let budget = cpu.sample_budget;
             cpu.run_quantum();
+            written += budget.zip(cpu.sample_budget).map_or(0, |(b, a)| b - a);
             if cpu.area.take_disable_request() {
                 // The kernel disables the leader (the AUX consumer fell
                 // behind), from an interrupt (the irq_work of
@@ -232,7 +254,7 @@ fn run<R: RecordWriter>(
         round += 1;
         let done = match config.stop {
             Stop::Duration(ns) => (round * QUANTUM / CYCLES_PER_NS) as f64 / ns as f64,
-            Stop::Samples(n) => sink.summary.samples as f64 / n as f64,
+            Stop::Samples(n) => written as f64 / n as f64,
         };
         let go_on = progress(Progress {
             fraction: done.min(1.0),
@@ -287,4 +309,38 @@ fn run<R: RecordWriter>(
             .collect(),
     };
     Ok((summary, writer, outputs, features))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use perfaux::pt::stream::TraceEvent;
+
+    use super::program::Thread;
+    use super::*;
+
+    /// Every seed's program calls every one of its functions: a short run
+    /// of one thread (what the truth lists) enters each, for 20 seeds and
+    /// two that once ran only `main` and one callee.
+    #[test]
+    fn every_function_runs_in_a_short_run_of_any_seed() {
+        for seed in (0..20).chain([987, 31337]) {
+            let mut rng = SplitMix64::new(seed ^ 0x636f_6465);
+            let code = Code::generate(USER_SHAPE, &mut rng);
+            let mut thread = Thread::new(1, 1, &code, 0, seed);
+            let mut entered = BTreeSet::from([0]);
+            for _ in 0..20_000 {
+                if let TraceEvent::Call { target, .. } = thread.step(&code, 0).event {
+                    let f = code.functions.iter().position(|f| f.start == target);
+                    entered.extend(f);
+                }
+            }
+            let missing: Vec<&str> = (0..code.functions.len())
+                .filter(|f| !entered.contains(f))
+                .map(|f| code.functions[f].name.as_str())
+                .collect();
+            assert!(missing.is_empty(), "seed {seed}: never called: {missing:?}");
+        }
+    }
 }

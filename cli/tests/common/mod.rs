@@ -2,14 +2,35 @@
 //! What the cli's integration tests share (each test crate uses some).
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use assert_cmd::Command;
 
-/// The `perfaux` binary of this build.
+/// The `perfaux` binary of this build, its build-id cache the tests' own.
 pub fn perfaux() -> Command {
-    Command::cargo_bin("perfaux").expect("the perfaux binary is built")
+    let mut cmd = Command::cargo_bin("perfaux").expect("the perfaux binary is built");
+    cmd.env("PERF_BUILDID_DIR", buildid_cache());
+    cmd
+}
+
+/// The tests' build-id cache (never the user's `~/.debug`): under the
+/// target directory, shared by the test binaries (cargo runs them one at a
+/// time) and bounded, its entries named by build-id. perf commands that
+/// must find a recording's code there take `--buildid-dir` with it.
+pub fn buildid_cache() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("buildid-cache")
+}
+
+/// `target/tmp/<name>`, emptied: a test binary's scratch directory, made
+/// once per run (callers keep it in a `OnceLock`). It lives under the
+/// target directory, so nothing is left in the system's temporary
+/// directory and each run starts clean.
+pub fn fresh_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create the scratch directory");
+    dir
 }
 
 /// `perfaux record -o path args...`, which must succeed.
