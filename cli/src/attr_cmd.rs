@@ -188,6 +188,30 @@ pub fn run(args: &AttrArgs) -> Result<ExitCode, String> {
         Some(example) => (example.attr().to_bytes().to_vec(), example.pmu()),
         None => (read_hex(&args.hex)?, preset("sw")),
     };
+    if args.readable.is_none() {
+        // Fewer bytes than the attr says it has is a short argument, not a
+        // fault to model (that is what --readable is for).
+        let size = bytes
+            .get(4..8)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+        let need = match size {
+            None => 8,
+            Some(0) => 64, // PERF_ATTR_SIZE_VER0, what size 0 means
+            Some(n) => n,
+        };
+        if bytes.len() < need {
+            return Err(match size {
+                None => format!(
+                    "{} bytes given: an attr starts with its type and size (8 bytes at least)",
+                    bytes.len()
+                ),
+                Some(n) => format!(
+                    "{} bytes given, but the attr's size field says {n}: give all of them, or --readable N to have the rest fault",
+                    bytes.len()
+                ),
+            });
+        }
+    }
     let readable = args.readable.unwrap_or(bytes.len());
     if readable > bytes.len() {
         return Err(format!(

@@ -63,8 +63,7 @@ pub fn run(args: &DumpArgs) -> Result<ExitCode, String> {
         })
     };
     if args.check {
-        let mut report = check(&file).map_err(|e| format!("{name}: {e}"))?;
-        report.violations.extend(cut_short(report.records));
+        let report = check(&file).map_err(|e| format!("{name}: {e}"))?;
         let mut out = std::io::stdout().lock();
         let printed = (|| -> std::io::Result<()> {
             for v in &report.violations {
@@ -98,6 +97,12 @@ pub fn run(args: &DumpArgs) -> Result<ExitCode, String> {
                 return Err(format!("writing the check: {e}"));
             }
             _ => {}
+        }
+        // A cut file ends as `dump` ends it: the complete part checked,
+        // then the cut said once, and status 2 (a damaged input), whatever
+        // the complete part held.
+        if let Some(line) = cut_short(report.records) {
+            return Err(format!("{name}: {line}"));
         }
         return Ok(if report.violations.is_empty() {
             ExitCode::SUCCESS

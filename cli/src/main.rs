@@ -16,6 +16,7 @@ mod dump_cmd;
 mod hex;
 mod output;
 mod record_cmd;
+mod record_options;
 mod record_program;
 mod repair_cmd;
 
@@ -38,8 +39,26 @@ enum Command {
     Attr(attr_cmd::AttrArgs),
 }
 
+/// A command line clap refuses: said in perfaux's one error style, with
+/// perf's status for a usage error (129: `usage_with_options`). Help and
+/// version requests print as clap prints them and succeed.
+fn usage_error(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    let text = e.render().to_string();
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    eprint!("perfaux: {text}");
+    ExitCode::from(129)
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
     let result = match cli.command {
         Command::Record(args) => record_cmd::run(&args),
         Command::Dump(args) => dump_cmd::run(&args),

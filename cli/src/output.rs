@@ -8,9 +8,17 @@ use std::path::{Path, PathBuf};
 
 use tempfile::NamedTempFile;
 
+/// The mode of a recording: `perf record` and `perf inject` create
+/// perf.data `S_IRUSR | S_IWUSR` (a recording shows what ran).
+pub const RECORDING: u32 = 0o600;
+/// The mode of any other output, as `File::create` gives it (the umask
+/// applies).
+pub const PLAIN: u32 = 0o666;
+
 /// A temporary file beside `path` (same directory, so the final rename
-/// stays on one file system), removed if it is dropped unplaced.
-pub fn staged(path: &Path) -> Result<NamedTempFile, String> {
+/// stays on one file system) created with `mode` (less the umask),
+/// removed if it is dropped unplaced.
+pub fn staged(path: &Path, mode: u32) -> Result<NamedTempFile, String> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -21,14 +29,21 @@ pub fn staged(path: &Path) -> Result<NamedTempFile, String> {
     tempfile::Builder::new()
         .prefix(&format!(".{}.", name.to_string_lossy()))
         .suffix(".tmp")
-        // The mode `File::create` gives (open(2) applies the umask), not
-        // the temporary file's 0600.
-        .permissions(std::fs::Permissions::from_mode(0o666))
+        // open(2) applies the umask, as to the final file's creation.
+        .permissions(std::fs::Permissions::from_mode(mode))
         .tempfile_in(dir)
         .map_err(|e| {
-            // The OS's words, without the temporary name tempfile adds.
+            // The OS's words, without the temporary name tempfile adds
+            // (` at path "..."`, a Rust debug string of a name the user
+            // never chose).
             let cause = e.raw_os_error().map_or_else(
-                || e.to_string(),
+                || {
+                    let text = e.to_string();
+                    text.split(" at path ")
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned()
+                },
                 |n| std::io::Error::from_raw_os_error(n).to_string(),
             );
             format!("cannot create {}: {cause}", path.display())

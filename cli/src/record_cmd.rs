@@ -17,7 +17,10 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use perfaux_cli::emu::buildid;
 use perfaux_cli::sim::{self, Config, Counter, Image, Mode, Stop};
 
-use crate::output::{place, staged};
+use crate::output::{PLAIN, RECORDING, place, staged};
+use crate::record_options::{
+    EventSpec, parse_duration, parse_event, parse_mmap_pages, parse_size_u32,
+};
 
 /// Trace a program under QEMU user mode (`-- PROGRAM`), or simulate
 /// PT-style AUX sampling on N CPUs, and write a perf.data file.
@@ -43,26 +46,30 @@ pub struct RecordArgs {
     /// Simulated CPUs (1-256).
     #[arg(long, default_value_t = 4, conflicts_with = "program")]
     cpus: usize,
-    /// Simulated time to run, e.g. 20ms, 1s, 500us.
-    #[arg(long, value_parser = parse_duration, conflicts_with_all = ["samples", "program"], allow_hyphen_values = true)]
+    /// Simulated time to run: 20ms, 1.5ms, 1s, 500us (a bare number is
+    /// ms) [default: 20ms].
+    #[arg(long, value_name = "TIME", value_parser = parse_duration, conflicts_with_all = ["samples", "program"], allow_hyphen_values = true)]
     duration: Option<u64>,
     /// Stop once this many samples are written.
     #[arg(long, conflicts_with = "program")]
     samples: Option<u64>,
-    /// Counter events between samples.
-    #[arg(long, default_value_t = 100_000, conflicts_with = "program")]
-    period: u64,
     /// Bytes of trace each sample carries (attr.aux_sample_size; snapshot
     /// mode) [default: 4096]. The kernel takes whole 8-byte words.
-    #[arg(long, value_name = "BYTES", conflicts_with = "program")]
+    #[arg(long, value_name = "BYTES", value_parser = parse_size_u32, conflicts_with = "program")]
     aux_sample_size: Option<u32>,
     /// AUX area pages per CPU, or per thread of a program (a power of
-    /// two; default 64 simulated, 1024 for a program: 4 MiB, perf's).
-    #[arg(long)]
-    pub(crate) aux_pages: Option<usize>,
-    /// Data ring pages per CPU, or per thread of a program (a power of two).
-    #[arg(long, default_value_t = 128)]
-    pub(crate) data_pages: usize,
+    /// two) [default: 64 simulated, 1024 for a program: 4 MiB, perf's].
+    #[arg(long, value_name = "PAGES")]
+    aux_pages: Option<usize>,
+    /// Data ring pages per CPU, or per thread of a program (a power of
+    /// two) [default: 128].
+    #[arg(long, value_name = "PAGES")]
+    data_pages: Option<usize>,
+    /// perf's -m: the data ring's and the AUX area's size, in pages or
+    /// with a suffix (512K, 16M), each rounded up to a power of two pages;
+    /// either may be left out (-m ,1024).
+    #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES[,AUX]", conflicts_with_all = ["data_pages", "aux_pages"])]
+    mmap_pages: Option<String>,
     /// Seed of the synthetic program: the same seed writes the same file.
     #[arg(long, default_value_t = 1, conflicts_with = "program")]
     seed: u64,
@@ -70,9 +77,10 @@ pub struct RecordArgs {
     /// recorded (PERF_RECORD_AUX + AUXTRACE) and samples carry none.
     #[arg(long, value_enum, default_value_t = ModeArg::Snapshot, conflicts_with = "program")]
     mode: ModeArg,
-    /// Sampling event in the PT group (repeat for more).
-    #[arg(short, long = "event", value_enum, default_values_t = [EventArg::Cycles], conflicts_with = "program")]
-    events: Vec<EventArg>,
+    /// Sampling event in the PT group, perf's name with `:u` allowed:
+    /// cycles, instructions, branches (repeat for more) [default: cycles].
+    #[arg(short, long = "event", value_name = "EVENT", value_parser = parse_event, conflicts_with = "program")]
+    events: Vec<EventSpec>,
     /// Trace the kernel's interrupt handler too (`intel_pt//`, `cycles`):
     /// its code is written to `<output>.perfaux-vmlinux` for
     /// `perf script --vmlinux`. Default: user space only (`intel_pt//u`).
@@ -86,9 +94,10 @@ pub struct RecordArgs {
     #[arg(short, long)]
     pub(crate) quiet: bool,
     /// With a program: every sample (an `instructions:u` overflow) carries
-    /// the newest SIZE bytes of its thread's trace (perf's `--aux-sample`;
-    /// default 4096), instead of the whole trace.
-    #[arg(long, value_name = "SIZE", num_args = 0..=1, default_missing_value = "4096", requires = "program")]
+    /// the newest SIZE bytes (8K, 64K: suffixes allowed) of its thread's
+    /// trace (perf's `--aux-sample`; default 4096), instead of the whole
+    /// trace.
+    #[arg(long, value_name = "SIZE", num_args = 0..=1, default_missing_value = "4096", value_parser = parse_size_u32, requires = "program")]
     pub(crate) aux_sample: Option<u32>,
     /// Every sample carries the newest 32 taken branches (a branch stack,
     /// as Intel's LBR gives `perf record -b`; user branches).
@@ -99,15 +108,20 @@ pub struct RecordArgs {
     /// save_type, hw_index, priv, no_flags, no_cycles, no_tx).
     #[arg(short = 'j', long = "branch-filter", value_name = "FILTER")]
     pub(crate) branch_filter: Option<String>,
-    /// With a program and --aux-sample or -b: instructions between samples
-    /// (perf's `-c`).
+    /// Events between samples (perf's -c: cycles, instructions or
+    /// branches of the simulator's samplers; a program's instructions,
+    /// with --aux-sample or -b) [default: 100000].
     #[arg(
         short = 'c',
         long = "count",
-        default_value_t = 100_000,
-        requires = "program"
+        visible_alias = "period",
+        value_name = "N"
     )]
-    pub(crate) count: u64,
+    count: Option<u64>,
+    /// perf's -F (samples per second): not served. The kernel's frequency
+    /// mode retunes the period as it runs; give a period with -c.
+    #[arg(short = 'F', long = "freq", value_name = "HZ")]
+    freq: Option<String>,
     /// With a program: the most threads traced over the run (each has its
     /// own rings, as each CPU has in `perf record`); more run untraced.
     #[arg(long, default_value_t = 256, requires = "program")]
@@ -125,6 +139,30 @@ pub struct RecordArgs {
 }
 
 impl RecordArgs {
+    /// The sample period (`-c`).
+    pub(crate) fn period(&self) -> Result<u64, String> {
+        if let Some(hz) = &self.freq {
+            return Err(format!(
+                "-F {hz}: frequency mode (attr.freq: the kernel retunes the period as it runs) is not served; give a period with -c N (the simulated CPUs run at 2 GHz: -c 2000000 samples cycles at 1 kHz)"
+            ));
+        }
+        Ok(self.count.unwrap_or(100_000))
+    }
+
+    /// The data ring's and the AUX area's pages (`--data-pages`,
+    /// `--aux-pages`, or `-m`, whose rounding is said on standard error);
+    /// the AUX area's `None` for the mode's default.
+    pub(crate) fn pages(&self) -> Result<(usize, Option<usize>), String> {
+        let Some(m) = &self.mmap_pages else {
+            return Ok((self.data_pages.unwrap_or(128), self.aux_pages));
+        };
+        let (data, aux, notes) = parse_mmap_pages(m)?;
+        for note in notes {
+            eprintln!("perfaux: {note}");
+        }
+        Ok((data.unwrap_or(128), aux))
+    }
+
     /// The samples' `branch_sample_type` (`-b`, `-j`), `None` without
     /// branch stacks (what the engine cannot serve, the run refuses:
     /// `Config::check`, `emu::record`).
@@ -151,35 +189,6 @@ pub fn binary_path(output: &std::path::Path, suffix: &str) -> Result<PathBuf, St
 enum ModeArg {
     Snapshot,
     Full,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum EventArg {
-    Cycles,
-    Instructions,
-    Branches,
-}
-
-/// Parses `20ms`, `1s`, `500us`, `1000ns` (a bare number is ms) into ns.
-fn parse_duration(s: &str) -> Result<u64, String> {
-    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("'{s}' is not a duration such as 20ms, 1s or 500us"))?;
-    let scale = match unit {
-        "ns" => 1,
-        "us" => 1_000,
-        "" | "ms" => 1_000_000,
-        "s" => 1_000_000_000,
-        _ => {
-            return Err(format!(
-                "unknown unit '{unit}' in '{s}': use ns, us, ms or s"
-            ));
-        }
-    };
-    n.checked_mul(scale)
-        .filter(|&ns| ns > 0)
-        .ok_or_else(|| format!("'{s}': a duration between 1ns and 584 years"))
 }
 
 /// What the run will do otherwise than the options say, each said once
@@ -234,6 +243,15 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
     if !args.program.is_empty() {
         return crate::record_program::run(args);
     }
+    if args.kernel {
+        if let Some(e) = args.events.iter().find(|e| e.user_only) {
+            return Err(format!(
+                "-e {}:u with --kernel: the samplers count the kernel's handler too; drop :u or --kernel",
+                e.counter.name()
+            ));
+        }
+    }
+    let (data_pages, aux_pages) = args.pages()?;
     let config = Config {
         cpus: args.cpus,
         stop: match (args.samples, args.duration) {
@@ -241,24 +259,20 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             (None, Some(ns)) => Stop::Duration(ns),
             (None, None) => Stop::Duration(20_000_000),
         },
-        period: args.period,
+        period: args.period()?,
         aux_sample_size: args.aux_sample_size.unwrap_or(4096),
-        aux_pages: args.aux_pages.unwrap_or(64),
-        data_pages: args.data_pages,
+        aux_pages: aux_pages.unwrap_or(64),
+        data_pages,
         seed: args.seed,
         mode: match args.mode {
             ModeArg::Snapshot => Mode::Snapshot,
             ModeArg::Full => Mode::Full,
         },
-        counters: args
-            .events
-            .iter()
-            .map(|e| match e {
-                EventArg::Cycles => Counter::Cycles,
-                EventArg::Instructions => Counter::Instructions,
-                EventArg::Branches => Counter::Branches,
-            })
-            .collect(),
+        counters: if args.events.is_empty() {
+            vec![Counter::Cycles]
+        } else {
+            args.events.iter().map(|e| e.counter).collect()
+        },
         cmdline: std::env::args().collect(),
         kernel: args.kernel,
         truth: args.truth.is_some(),
@@ -313,12 +327,12 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         .truth
         .as_deref()
         .filter(|_| !truth_to_stdout)
-        .map(staged)
+        .map(|p| staged(p, PLAIN))
         .transpose()?;
     let file = if to_stdout {
         None
     } else {
-        Some(staged(&args.output)?)
+        Some(staged(&args.output, RECORDING)?)
     };
     // The program's code (and the handler's), where the file's MMAP2
     // records say, and in the build-id cache, where perf finds it by the
@@ -336,7 +350,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
     }
     let write_side = |side: &[(&Path, &Image)]| -> Result<(), String> {
         for (path, image) in side {
-            let mut f = staged(path)?;
+            let mut f = staged(path, PLAIN)?;
             f.write_all(&image.bytes)
                 .map_err(|e| format!("writing {}: {e}", path.display()))?;
             place(f, path, false)?;

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use perfaux_cli::emu::{self, Mode, Options};
 
-use crate::output::{place, staged};
+use crate::output::{PLAIN, RECORDING, place, staged};
 use crate::record_cmd::{RecordArgs, interrupt_flag, mib};
 
 /// Adds every binary the recording names to the build-id cache, as perf
@@ -47,13 +47,14 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         (None, Some(_)) => Mode::Branches,
         (None, None) => Mode::Full,
     };
+    let (data_pages, aux_pages) = args.pages()?;
     let options = Options {
         program: args.program.clone(),
         mode,
-        period: args.count,
+        period: args.period()?,
         aux_sample_size: args.aux_sample.unwrap_or(0),
-        data_pages: args.data_pages as u32,
-        aux_pages: args.aux_pages.map_or(emu::DEFAULT_AUX_PAGES, |p| p as u32),
+        data_pages: data_pages as u32,
+        aux_pages: aux_pages.map_or(emu::DEFAULT_AUX_PAGES, |p| p as u32),
         max_threads: args.max_threads,
         cmdline: std::env::args().collect(),
         truth: args.truth.is_some(),
@@ -70,14 +71,18 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             args.output.display()
         ));
     }
-    let truth_file = args.truth.as_deref().map(staged).transpose()?;
+    let truth_file = args
+        .truth
+        .as_deref()
+        .map(|p| staged(p, PLAIN))
+        .transpose()?;
     if mode == Mode::Sample && options.aux_sample_size < 8 {
         return Err(format!(
             "--aux-sample={}: a sample needs at least 8 bytes of trace (the kernel takes whole 8-byte words: perf_prepare_sample rounds down)",
             options.aux_sample_size
         ));
     }
-    let file = staged(&args.output)?;
+    let file = staged(&args.output, RECORDING)?;
     let interrupt = interrupt_flag();
     let stop = &interrupt.stop;
     let started = Instant::now();

@@ -10,7 +10,7 @@ use clap::Args;
 
 use perfaux_cli::perfdata::repair;
 
-use crate::output::{place, staged};
+use crate::output::{RECORDING, place, staged};
 
 /// Write the complete records of a cut perf.data file as a file perf reads
 /// whole.
@@ -50,7 +50,7 @@ pub fn run(args: &RepairArgs) -> Result<ExitCode, String> {
         if same {
             println!("{name}: not cut: nothing to repair, left as it is");
         } else {
-            let mut f = staged(&args.output)?;
+            let mut f = staged(&args.output, RECORDING)?;
             f.write_all(&bytes)
                 .and_then(|()| f.as_file().sync_all())
                 .map_err(|e| format!("writing {out}: {e} (nothing was replaced)"))?;
@@ -59,7 +59,7 @@ pub fn run(args: &RepairArgs) -> Result<ExitCode, String> {
         }
         return Ok(ExitCode::SUCCESS);
     };
-    let mut f = staged(&args.output)?;
+    let mut f = staged(&args.output, RECORDING)?;
     f.write_all(&fixed.bytes)
         .and_then(|()| f.as_file().sync_all())
         .map_err(|e| format!("writing {out}: {e} (nothing was replaced)"))?;

@@ -106,6 +106,15 @@ fn bad_arguments_get_one_clear_line_and_exit_2() {
             vec!["attr", "--example", "aux-sampler", "--pmu", "warp"],
             "unknown PMU capability",
         ),
+        // Too few bytes: a short argument, not a fault to model.
+        (
+            vec!["attr", "0800000080"],
+            "5 bytes given: an attr starts with its type and size",
+        ),
+        (
+            vec!["attr", "01000000800000000000"],
+            "10 bytes given, but the attr's size field says 128",
+        ),
     ] {
         let out = perfaux().args(&args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -114,5 +123,10 @@ fn bad_arguments_get_one_clear_line_and_exit_2() {
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
     }
     let out = perfaux().args(["attr"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "clap refuses a missing attr");
+    assert_eq!(
+        out.status.code(),
+        Some(129),
+        "a usage error: clap refuses a missing attr"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("perfaux: "));
 }

@@ -267,3 +267,20 @@ fn check_into_a_closed_pipe_does_not_panic() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     let _ = std::fs::remove_file(path);
 }
+
+/// A file cut short: `dump` and `dump --check` read its complete records,
+/// say the cut once on standard error and agree on the status (2, a
+/// damaged input).
+#[test]
+fn dump_and_check_agree_on_a_cut_file() {
+    let (path, good) = recorded("cut-whole.data");
+    let _ = std::fs::remove_file(path);
+    let cut = &good[..good.len() * 2 / 3];
+    for check in [false, true] {
+        let (code, stdout, stderr) = dump(cut, check);
+        assert_eq!(code, Some(2), "check {check}: {stdout}{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "check {check}: {stderr}");
+        assert!(stderr.contains(": truncated: the data section"), "{stderr}");
+        assert!(!stdout.contains("truncated"), "said once: {stdout}");
+    }
+}

@@ -35,7 +35,9 @@ fn ready() -> bool {
                 !required,
                 "PERFAUX_REQUIRE_QEMU is set but qemu-x86_64 does not run"
             );
-            eprintln!("qemu-x86_64 not installed (apt-get install qemu-user): skipped");
+            common::skipped(
+                "qemu-x86_64 not installed (apt-get install qemu-user): the real programs",
+            );
             return false;
         }
         if !perf_available() {
@@ -820,7 +822,7 @@ fn bolt_dir() -> Option<PathBuf> {
         "PERFAUX_REQUIRE_BOLT is set but {} has no perf2bolt and llvm-bolt (apt-get install bolt-19)",
         dir.display()
     );
-    eprintln!("BOLT not installed (apt-get install bolt-19): skipped");
+    common::skipped("BOLT not installed (apt-get install bolt-19): the BOLT checks");
     None
 }
 

@@ -100,9 +100,14 @@ fn a_bad_directory_is_named_and_nothing_is_created() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     let err = text(&o.stderr);
-    assert!(
-        err.contains(&format!("cannot create {}: No such file", out.display())),
-        "{err}"
+    // The path as a path, the OS's words, nothing else (no debug string
+    // of a temporary name).
+    assert_eq!(
+        err,
+        format!(
+            "perfaux: cannot create {}: No such file or directory (os error 2)\n",
+            out.display()
+        )
     );
     assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
 }
@@ -217,12 +222,14 @@ fn limits_are_refused_or_warned_in_one_line() {
         text(&o.stderr).trim(),
         "perfaux: warning: --aux-sample-size 70000: a sample is at most 65535 bytes, so each carries at most 65464 bytes of trace (the kernel's clamp)"
     );
-    // Negative numbers: a bad value of the option, not the usage dump.
+    // Negative numbers: a bad value of the option, not the usage dump; a
+    // usage error, with perf's status.
     let o = run(&["--cpus", "-1"]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(129));
     let err = text(&o.stderr);
     assert!(
-        err.starts_with("error: invalid value '-1' for '--cpus <CPUS>'") && !err.contains("Usage:"),
+        err.starts_with("perfaux: invalid value '-1' for '--cpus <CPUS>'")
+            && !err.contains("Usage:"),
         "{err}"
     );
 }
@@ -350,7 +357,8 @@ fn truth_dash_is_standard_output() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(!dir.path().join("-").exists());
     let stdout = text(&out.stdout);
-    assert!(stdout.starts_with("cpu 0"), "{stdout}");
+    assert!(stdout.starts_with("# perfaux ground truth"), "{stdout}");
+    assert!(stdout.contains("\nbranch 0 "), "{stdout}");
     assert!(text(&out.stderr).contains("perfaux: wrote t.data"));
     let both = perfaux()
         .current_dir(dir.path())
@@ -388,4 +396,116 @@ fn a_closed_pipe_ends_the_run_quietly() {
     assert_eq!(&head[..8], b"PERFILE2");
     assert_eq!(out.status.code(), Some(141));
     assert_eq!(text(&out.stderr), "", "quiet");
+}
+
+/// perf's spellings: -c (and --period), -m pages[,aux] with sizes, size
+/// suffixes, `:u` events; -F refused with its reason; usage errors in the
+/// one error style with status 129; recordings created 0600 as perf
+/// creates them; --help gives defaults and units.
+#[test]
+fn options_as_perf_spells_them() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("perf.data");
+    let run = |args: &[&str]| {
+        perfaux()
+            .args(["record", "--samples", "5", "--cpus", "1", "--quiet", "-o"])
+            .arg(&out)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let sampler = |path: &Path| {
+        let bytes = std::fs::read(path).unwrap();
+        let file = PerfData::parse(&bytes).unwrap();
+        let e = &file.events[1];
+        (e.name.clone(), e.attr.sample_period, e.attr.aux_sample_size)
+    };
+    for (args, want) in [
+        (&["-c", "50000"][..], ("cycles:u", 50_000, 4096)),
+        (&["--period", "60000"][..], ("cycles:u", 60_000, 4096)),
+        (
+            &["-e", "instructions:u", "--aux-sample-size", "8k"][..],
+            ("instructions:u", 100_000, 8192),
+        ),
+        (&["-m", "512K,128K"][..], ("cycles:u", 100_000, 4096)),
+    ] {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o.stderr));
+        let (name, period, aux) = sampler(&out);
+        assert_eq!((name.as_str(), period, aux), want, "{args:?}");
+    }
+    assert_eq!(
+        std::fs::metadata(&out).unwrap().permissions().mode() & 0o777,
+        0o600,
+        "perf.data is created 0600, as perf creates it"
+    );
+    let o = run(&["-m", "100"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        text(&o.stderr).trim(),
+        "perfaux: -m: rounding the data ring '100' to 512 KiB (128 pages)"
+    );
+    for (args, said) in [
+        (&["-F", "1000"][..], "-F 1000: frequency mode (attr.freq"),
+        (
+            &["-e", "cycles:k"][..],
+            "'cycles:k': modifier 'k' is not simulated",
+        ),
+        (
+            &["-e", "cycles:u", "--kernel"][..],
+            "-e cycles:u with --kernel",
+        ),
+        (
+            &["--aux-sample-size", "8x"][..],
+            "unknown suffix 'x' in '8x'",
+        ),
+        (
+            &["-m", "128", "--data-pages", "64"][..],
+            "cannot be used with",
+        ),
+        (
+            &["--no-such-option"][..],
+            "unexpected argument '--no-such-option'",
+        ),
+    ] {
+        let o = run(args);
+        let err = text(&o.stderr);
+        assert!(
+            err.starts_with("perfaux: ") && err.contains(said),
+            "{args:?}: {err}"
+        );
+        let usage = !args[0].starts_with("-F") && args[0] != "-e" || args[1] == "cycles:k";
+        let want = if usage { 129 } else { 2 };
+        assert_eq!(o.status.code(), Some(want), "{args:?}: {err}");
+    }
+    let o = run(&["--duration", "1.5ms"]);
+    assert_eq!(
+        o.status.code(),
+        Some(129),
+        "--duration and --samples conflict"
+    );
+    let o = perfaux()
+        .args(["record", "--duration", "1.5ms", "--quiet", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stderr), "", "1.5 ms is 15 whole steps");
+    let help = text(
+        &perfaux()
+            .args(["record", "--help"])
+            .output()
+            .unwrap()
+            .stdout,
+    );
+    // Words, whatever the terminal's width wrapped.
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    for needle in [
+        "(a bare number is ms) [default: 20ms]",
+        "[default: 100000]",
+        "[default: 128]",
+    ] {
+        assert!(help.contains(needle), "{needle:?} in --help");
+    }
 }

@@ -58,7 +58,9 @@ fn valgrind() -> Option<&'static str> {
             std::env::var_os("PERFAUX_REQUIRE_VALGRIND").is_none(),
             "PERFAUX_REQUIRE_VALGRIND is set but valgrind does not run"
         );
-        eprintln!("valgrind not installed: the C programs run without it");
+        perfaux_tests::skipped(
+            "valgrind not installed (apt-get install valgrind): the C programs run without it",
+        );
         return None;
     }
     Some("valgrind")

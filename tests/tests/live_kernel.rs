@@ -596,9 +596,9 @@ fn kernel_and_perfaux_agree_on_every_case() {
                 std::env::var_os("PERFAUX_REQUIRE_LIVE_KERNEL").is_none(),
                 "PERFAUX_REQUIRE_LIVE_KERNEL is set but the kernel refuses perf_event_open: {why}"
             );
-            eprintln!(
-                "SKIPPED live-kernel comparison: {why} (seccomp, perf_event_paranoid 3, or no perf support)"
-            );
+            perfaux_tests::skipped(&format!(
+                "live-kernel comparison: {why} (seccomp, perf_event_paranoid 3, or no perf support)"
+            ));
             return;
         }
     };

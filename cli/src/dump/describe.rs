@@ -12,7 +12,7 @@ use super::{
     record_name, sample_id_of, trailer_of, word,
 };
 use crate::perfdata::{
-    AuxRecord, LostRecord, PerfData, Record, feature, parse_sample, user_record,
+    AuxRecord, LostRecord, PerfData, Record, callchain_context, feature, parse_sample, user_record,
 };
 
 /// One line describing `record`, and what is wrong with it if it cannot
@@ -52,6 +52,22 @@ pub fn describe(file: &PerfData<'_>, record: &Record<'_>) -> (String, Option<Str
                         }
                         if let Some(p) = s.period {
                             let _ = write!(line, " period {p}");
+                        }
+                        if s.callchain.is_some() {
+                            // As perf script -D lists it: one entry a line,
+                            // context markers named.
+                            let n = s.callchain().count();
+                            let _ = write!(line, " callchain {n}");
+                            for (i, entry) in s.callchain().enumerate() {
+                                match callchain_context(entry) {
+                                    Some(ctx) => {
+                                        let _ = write!(line, "\n    {i:2}: [{ctx}]");
+                                    }
+                                    None => {
+                                        let _ = write!(line, "\n    {i:2}: {entry:#x}");
+                                    }
+                                }
+                            }
                         }
                         if let Some(stack) = &s.branch_stack {
                             let _ = write!(line, " branch stack {}", stack.len());

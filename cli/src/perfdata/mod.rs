@@ -20,7 +20,8 @@ pub use inflate::inflate;
 pub use reader::{FileEvent, FormatError, PerfData, Record, Records};
 pub use repair::{Repaired, repair};
 pub use sample::{
-    ParsedBranchStack, ParsedSample, SampleIdTrailer, parse_sample, parse_trailer, trailer_size,
+    ParsedBranchStack, ParsedSample, SampleIdTrailer, callchain_context, parse_sample,
+    parse_trailer, trailer_size,
 };
 pub use writer::{PipeWriter, RecordWriter, Writer, WriterEvent};
 

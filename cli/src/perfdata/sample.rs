@@ -31,6 +31,33 @@ pub struct ParsedSample<'a> {
     pub aux_offset: usize,
     /// BRANCH_STACK.
     pub branch_stack: Option<ParsedBranchStack<'a>>,
+    /// CALLCHAIN: its words (`nr` little-endian u64s, context markers
+    /// such as `PERF_CONTEXT_USER` among the addresses).
+    pub callchain: Option<&'a [u8]>,
+}
+
+impl ParsedSample<'_> {
+    /// The callchain's entries, in order (innermost first).
+    pub fn callchain(&self) -> impl Iterator<Item = u64> + '_ {
+        self.callchain
+            .unwrap_or_default()
+            .chunks_exact(8)
+            .map(|w| u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]))
+    }
+}
+
+/// The name of a callchain context marker (`enum perf_callchain_context`),
+/// if `entry` is one.
+pub fn callchain_context(entry: u64) -> Option<&'static str> {
+    Some(match entry as i64 {
+        -32 => "hv",
+        -128 => "kernel",
+        -512 => "user",
+        -2048 => "guest",
+        -2176 => "guest kernel",
+        -2560 => "guest user",
+        _ => return None,
+    })
 }
 
 /// A sample's `PERF_SAMPLE_BRANCH_STACK`.
@@ -171,7 +198,10 @@ pub fn parse_sample<'a>(
     }
     if t & st::CALLCHAIN != 0 {
         let nr = c.u64("CALLCHAIN nr")?;
-        c.skip_words(nr, "CALLCHAIN")?;
+        let bytes = nr
+            .checked_mul(8)
+            .ok_or_else(|| FormatError(format!("CALLCHAIN: {nr} words")))?;
+        s.callchain = Some(c.take(bytes, "CALLCHAIN")?);
     }
     if t & st::RAW != 0 {
         let size = u32::from_le_bytes(c.take(4, "RAW size")?.try_into().unwrap_or([0; 4]));
@@ -288,4 +318,35 @@ pub fn parse_trailer(attr: &PerfEventAttr, record: &[u8]) -> Result<SampleIdTrai
         s.id = Some(c.u64("IDENTIFIER")?);
     }
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_callchain_is_read_with_its_context_markers() {
+        let mut attr = PerfEventAttr::new(136);
+        attr.sample_type = st::IP | st::CALLCHAIN | st::PERIOD;
+        let user = (-512i64) as u64;
+        // IP, PERIOD, then CALLCHAIN: the sample_type order.
+        let words = [0x40_1000u64, 7, 3, user, 0x40_1000, 0x40_2345];
+        let mut record = vec![9, 0, 0, 0, 2, 0, 8 + 8 * words.len() as u8, 0];
+        for w in words {
+            record.extend(w.to_le_bytes());
+        }
+        let s = parse_sample(&attr, &record).unwrap();
+        assert_eq!(s.ip, Some(0x40_1000));
+        assert_eq!(
+            s.callchain().collect::<Vec<_>>(),
+            [user, 0x40_1000, 0x40_2345]
+        );
+        assert_eq!(s.period, Some(7));
+        assert_eq!(callchain_context(user), Some("user"));
+        assert_eq!(callchain_context((-128i64) as u64), Some("kernel"));
+        assert_eq!(callchain_context(0x40_1000), None);
+        // A chain longer than the record is a format error, not a panic.
+        record[24] = 200;
+        assert!(parse_sample(&attr, &record).is_err());
+    }
 }

@@ -76,7 +76,7 @@ pub fn perf_available() -> bool {
             std::env::var_os("PERFAUX_REQUIRE_PERF").is_none(),
             "PERFAUX_REQUIRE_PERF is set but `perf` does not run"
         );
-        eprintln!("perf not installed: the perf checks are skipped");
+        skipped("perf not installed (apt-get install linux-perf): the perf checks");
     }
     found
 }
@@ -84,4 +84,14 @@ pub fn perf_available() -> bool {
 /// Bytes as text, lossily.
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Says that a test skipped a check, where the test run shows it: straight
+/// to standard error, past the harness's capture (which keeps a passing
+/// test's `eprintln!` output back), so that a missing tool is never a
+/// silent pass. The `PERFAUX_REQUIRE_*` variables (CI sets them) turn
+/// these skips into failures instead.
+pub fn skipped(what: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {what}");
 }
