@@ -156,11 +156,11 @@ impl RecordArgs {
         let Some(m) = &self.mmap_pages else {
             return Ok((self.data_pages.unwrap_or(128), self.aux_pages));
         };
-        let (data, aux, notes) = parse_mmap_pages(m)?;
-        for note in notes {
+        let pages = parse_mmap_pages(m)?;
+        for note in &pages.notes {
             eprintln!("perfaux: {note}");
         }
-        Ok((data.unwrap_or(128), aux))
+        Ok((pages.data.unwrap_or(128), pages.aux))
     }
 
     /// The samples' `branch_sample_type` (`-b`, `-j`), `None` without

@@ -113,11 +113,21 @@ fn mmap_part(s: &str, what: &str, notes: &mut Vec<String>) -> Result<usize, Stri
     Ok(rounded)
 }
 
+/// What `-m` asks for.
+#[derive(Debug, PartialEq, Eq)]
+pub struct MmapPages {
+    /// The data ring's pages, if given.
+    pub data: Option<usize>,
+    /// The AUX area's pages, if given.
+    pub aux: Option<usize>,
+    /// What was rounded, to be said.
+    pub notes: Vec<String>,
+}
+
 /// `-m pages[,aux]` (`record_opts__parse_mmap_pages`): the data ring's
 /// pages and the AUX area's, either part may be left out (`-m ,1024`);
-/// sizes with suffixes are rounded up to a power of two pages. Returns
-/// them and what was rounded.
-pub fn parse_mmap_pages(s: &str) -> Result<(Option<usize>, Option<usize>, Vec<String>), String> {
+/// sizes with suffixes are rounded up to a power of two pages.
+pub fn parse_mmap_pages(s: &str) -> Result<MmapPages, String> {
     let mut notes = Vec::new();
     let (data, aux) = match s.split_once(',') {
         Some((d, a)) => (d, Some(a)),
@@ -136,7 +146,7 @@ pub fn parse_mmap_pages(s: &str) -> Result<(Option<usize>, Option<usize>, Vec<St
             "-m '{s}': give pages[,aux pages], e.g. 128 or 128,1024"
         ));
     }
-    Ok((data, aux, notes))
+    Ok(MmapPages { data, aux, notes })
 }
 
 /// A sampling event of the simulator: its counter, and whether it was
@@ -225,20 +235,19 @@ mod tests {
 
     #[test]
     fn mmap_pages_as_perf_parses_them() {
-        assert_eq!(parse_mmap_pages("128"), Ok((Some(128), None, vec![])));
+        let pages = |s| {
+            let m = parse_mmap_pages(s).unwrap();
+            assert!(m.notes.is_empty(), "{s}: {:?}", m.notes);
+            (m.data, m.aux)
+        };
+        assert_eq!(pages("128"), (Some(128), None));
+        assert_eq!(pages("128,1024"), (Some(128), Some(1024)));
+        assert_eq!(pages(",64"), (None, Some(64)));
+        assert_eq!(pages("512K,4M"), (Some(128), Some(1024)));
+        let m = parse_mmap_pages("100,12K").unwrap();
+        assert_eq!((m.data, m.aux), (Some(128), Some(4)));
         assert_eq!(
-            parse_mmap_pages("128,1024"),
-            Ok((Some(128), Some(1024), vec![]))
-        );
-        assert_eq!(parse_mmap_pages(",64"), Ok((None, Some(64), vec![])));
-        assert_eq!(
-            parse_mmap_pages("512K,4M"),
-            Ok((Some(128), Some(1024), vec![]))
-        );
-        let (data, aux, notes) = parse_mmap_pages("100,12K").unwrap();
-        assert_eq!((data, aux), (Some(128), Some(4)));
-        assert_eq!(
-            notes,
+            m.notes,
             [
                 "-m: rounding the data ring '100' to 512 KiB (128 pages)",
                 "-m: rounding the AUX area '12K' to 16 KiB (4 pages)"
