@@ -16,7 +16,8 @@
  * A sample passes when its history is a run of consecutive branches of the
  * real sequence, and its IP lies on the straight line of code between the
  * newest of them and the next branch the program took: the history is the
- * program's own and ends where the sample was taken.
+ * program's own and ends where the sample was taken. An empty history
+ * passes only at the program's start, before its first branch.
  *
  * Interrupts of a user-only trace show as an asynchronous exit and re-entry
  * at the same address (X => 0, then 0 => X): they depend on when timers
@@ -172,6 +173,13 @@ int main(int argc, char **argv)
 			first++;
 		memmove(h.b, h.b + first, (h.len - first) * sizeof(*h.b));
 		h.len -= first;
+		/*
+		 * No branch before the sample: it was taken on the straight line
+		 * from where the trace starts (0 => entry) to the first branch
+		 * (a loaded host's first timer tick can come that early).
+		 */
+		if (!h.len)
+			ok = !whole.b[0].from && ends_at(&whole, 0, &h, ip);
 		for (size_t k = 0; h.len && !ok && k < whole.len; k++)
 			ok = ends_at(&whole, k, &h, ip);
 		if (ok) {

@@ -12,10 +12,13 @@
  *           iterations, so that the trace is split between the CPUs'
  *           buffers
  *   short   a short loop (for a program another traced one executes)
- *   delay   says "spinning 1", spins on the TSC for 2^32 cycles (about two
- *           seconds), then a short loop: perf record -D, or its --control
- *           once the line is out, enables the event while it spins, in
- *           user code
+ *   delay   says "spinning 1", spins until a file named "go" appears in
+ *           its directory (perf-check makes it once the module has
+ *           stepped enough of the spin: progress counted, not time, so a
+ *           loaded host changes nothing; a failsafe ends the spin after
+ *           2^38 TSC cycles, about two minutes), then a short loop:
+ *           perf record -D, or its --control once the line is out,
+ *           enables the event while it spins, in user code
  *   thread  the loop in a second thread (clone(CLONE_THREAD)) and in the
  *           first, which waits for it (the tid the kernel sets and clears,
  *           and a futex)
@@ -31,6 +34,7 @@
  */
 
 #define SYS_write 1
+#define SYS_access 21
 #define SYS_nanosleep 35
 #define SYS_getpid 39
 #define SYS_fork 57
@@ -226,10 +230,11 @@ __attribute__((used)) static void start_c(long *sp)
 
 		/* This process runs the program now (perf's child has exec'd). */
 		report("spinning", 1);
-		end = rdtsc() + (1UL << 32);
+		end = rdtsc() + (1UL << 38);
 
-		while (rdtsc() < end)
-			;
+		while (sys4(SYS_access, (long)"go", 0, 0, 0) != 0 && rdtsc() < end)
+			for (volatile int i = 0; i < 256; i++)
+				;
 		work(300, 0);
 	} else if (mode[0] == 't') {
 		long tid = spawn(thread_main);
