@@ -393,7 +393,19 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             args.output.display()
         )
     };
+    // The output's file system: a run that would fill it stops first, with
+    // a complete file, instead of failing at the end with nothing written.
+    let room = if to_stdout {
+        None
+    } else {
+        free_bytes(&args.output).map(|free| free.saturating_sub(DISK_MARGIN))
+    };
+    let disk_stop = Cell::new(false);
     let mut progress = |p: sim::Progress| {
+        if room.is_some_and(|room| p.bytes >= room) {
+            disk_stop.set(true);
+            return ControlFlow::Break(());
+        }
         if !args.quiet && !shown && started.elapsed() > Duration::from_secs(1) {
             bar.set_draw_target(ProgressDrawTarget::stderr());
             shown = true;
@@ -487,6 +499,16 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             }
         }
     }
+    if disk_stop.get() {
+        // One line even with --quiet: the run is shorter than asked.
+        eprintln!(
+            "perfaux: warning: stopped after {:.1} ms simulated, {} MiB short of filling the file system: {output} is complete and holds {} samples",
+            summary.simulated_ns as f64 / 1e6,
+            DISK_MARGIN >> 20,
+            summary.samples
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     if summary.interrupted {
         // One line even with --quiet: the file is valid, and shorter than asked.
         eprintln!(
@@ -499,6 +521,30 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::from(interrupt.status().unwrap_or(130)));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Room a run leaves free on its output's file system (the side files,
+/// the file's features and index, and everyone else's writes).
+const DISK_MARGIN: u64 = 64 << 20;
+
+/// Bytes free to an unprivileged writer on the file system `path` will be
+/// written to (its directory's), if `statvfs` says.
+fn free_bytes(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `name` is a NUL-terminated path and `st` is writable storage
+    // for one `struct statvfs`, which statvfs(3) fills when it returns 0.
+    if unsafe { libc::statvfs(name.as_ptr(), st.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: statvfs returned 0, so it initialized `st`.
+    let st = unsafe { st.assume_init() };
+    Some(u64::from(st.f_bavail).saturating_mul(st.f_frsize))
 }
 
 /// The side files' base name for `-o -` (in the current directory, which

@@ -509,3 +509,55 @@ fn options_as_perf_spells_them() {
         assert!(help.contains(needle), "{needle:?} in --help");
     }
 }
+
+/// A run that would fill its file system stops first, with a complete,
+/// shorter file and one line, instead of failing at the end with nothing
+/// written. (A 72 MiB tmpfs; it needs the right to mount one, else it says
+/// it skipped.)
+#[test]
+fn a_run_stops_before_it_fills_the_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=72m", "perfaux-test"])
+        .arg(dir.path())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        common::skipped("the full-disk stop: mounting a tmpfs needs root");
+        return;
+    }
+    let out = dir.path().join("perf.data");
+    let o = perfaux()
+        .args([
+            "record",
+            "--duration",
+            "1s",
+            "--quiet",
+            "--no-buildid-cache",
+            "-o",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let size = std::fs::metadata(&out).map(|m| m.len());
+    let check = perfaux()
+        .args(["dump", "--check"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let _ = std::process::Command::new("umount")
+        .arg(dir.path())
+        .status();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(
+        err.starts_with("perfaux: warning: stopped after ")
+            && err.contains("64 MiB short of filling the file system")
+            && err.lines().count() == 1,
+        "{err}"
+    );
+    let size = size.unwrap();
+    assert!(size > 4 << 20 && size < 12 << 20, "{size} bytes");
+    assert_eq!(check.status.code(), Some(0), "{}", text(&check.stdout));
+}
