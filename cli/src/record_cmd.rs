@@ -544,7 +544,7 @@ fn free_bytes(path: &Path) -> Option<u64> {
     }
     // SAFETY: statvfs returned 0, so it initialized `st`.
     let st = unsafe { st.assume_init() };
-    Some(u64::from(st.f_bavail).saturating_mul(st.f_frsize))
+    Some(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
 /// The side files' base name for `-o -` (in the current directory, which
