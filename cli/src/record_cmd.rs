@@ -118,9 +118,16 @@ pub struct RecordArgs {
         value_name = "N"
     )]
     count: Option<u64>,
-    /// perf's -F (samples per second): not served. The kernel's frequency
-    /// mode retunes the period as it runs; give a period with -c.
-    #[arg(short = 'F', long = "freq", value_name = "HZ")]
+    /// perf's -F: samples a second (or `max`, 100000), the period retuned
+    /// as the kernel retunes it (attr.freq) from a period of 1; the
+    /// simulator's clock is 2 GHz. Not with a program (QEMU's pace is not
+    /// the program's): give -c there.
+    #[arg(
+        short = 'F',
+        long = "freq",
+        value_name = "HZ",
+        conflicts_with = "count"
+    )]
     freq: Option<String>,
     /// With a program: the most threads traced over the run (each has its
     /// own rings, as each CPU has in `perf record`); more run untraced.
@@ -139,14 +146,27 @@ pub struct RecordArgs {
 }
 
 impl RecordArgs {
-    /// The sample period (`-c`).
+    /// The sample period (`-c`) of a program's sampler.
     pub(crate) fn period(&self) -> Result<u64, String> {
         if let Some(hz) = &self.freq {
             return Err(format!(
-                "-F {hz}: frequency mode (attr.freq: the kernel retunes the period as it runs) is not served; give a period with -c N (the simulated CPUs run at 2 GHz: -c 2000000 samples cycles at 1 kHz)"
+                "-F {hz} with a program: frequency mode samples so often a second, and QEMU's pace is not the program's (the samples would follow the emulator's speed); give a period in instructions with -c N"
             ));
         }
         Ok(self.count.unwrap_or(100_000))
+    }
+
+    /// The simulator's frequency mode (`-F HZ` or `-F max`), if asked for.
+    fn freq(&self) -> Result<Option<u64>, String> {
+        self.freq
+            .as_deref()
+            .map(|f| match f {
+                "max" => Ok(100_000),
+                _ => f
+                    .parse::<u64>()
+                    .map_err(|_| format!("-F '{f}': samples a second, as a number (or max)")),
+            })
+            .transpose()
     }
 
     /// The data ring's and the AUX area's pages (`--data-pages`,
@@ -259,7 +279,8 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             (None, Some(ns)) => Stop::Duration(ns),
             (None, None) => Stop::Duration(20_000_000),
         },
-        period: args.period()?,
+        period: args.count.unwrap_or(100_000),
+        freq: args.freq()?,
         aux_sample_size: args.aux_sample_size.unwrap_or(4096),
         aux_pages: aux_pages.unwrap_or(64),
         data_pages,

@@ -12,6 +12,7 @@ fn config(aux_pages: usize) -> Config {
         cpus: 2,
         stop: Stop::Duration(2_000_000),
         period: 100_000,
+        freq: None,
         aux_sample_size: 4096,
         aux_pages,
         data_pages: 128,

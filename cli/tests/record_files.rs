@@ -446,27 +446,34 @@ fn options_as_perf_spells_them() {
         text(&o.stderr).trim(),
         "perfaux: -m: rounding the data ring '100' to 512 KiB (128 pages)"
     );
-    for (args, said) in [
-        (&["-F", "1000"][..], "-F 1000: frequency mode (attr.freq"),
+    // Usage errors (129), then refusals of what the run cannot do (2).
+    for (args, said, status) in [
+        (&["-F", "1000", "-c", "5"][..], "cannot be used with", 129),
         (
             &["-e", "cycles:k"][..],
             "'cycles:k': modifier 'k' is not simulated",
-        ),
-        (
-            &["-e", "cycles:u", "--kernel"][..],
-            "-e cycles:u with --kernel",
+            129,
         ),
         (
             &["--aux-sample-size", "8x"][..],
             "unknown suffix 'x' in '8x'",
+            129,
         ),
         (
             &["-m", "128", "--data-pages", "64"][..],
             "cannot be used with",
+            129,
         ),
         (
             &["--no-such-option"][..],
             "unexpected argument '--no-such-option'",
+            129,
+        ),
+        (&["-F", "200000"][..], "-F 200000: between 1 and 100000", 2),
+        (
+            &["-e", "cycles:u", "--kernel"][..],
+            "-e cycles:u with --kernel",
+            2,
         ),
     ] {
         let o = run(args);
@@ -475,10 +482,21 @@ fn options_as_perf_spells_them() {
             err.starts_with("perfaux: ") && err.contains(said),
             "{args:?}: {err}"
         );
-        let usage = !args[0].starts_with("-F") && args[0] != "-e" || args[1] == "cycles:k";
-        let want = if usage { 129 } else { 2 };
-        assert_eq!(o.status.code(), Some(want), "{args:?}: {err}");
+        assert_eq!(o.status.code(), Some(status), "{args:?}: {err}");
     }
+    // -F with a program: refused before anything runs, with the reason.
+    let o = perfaux()
+        .args(["record", "-F", "1000", "-q", "-o"])
+        .arg(&out)
+        .args(["--", "/bin/true"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).starts_with("perfaux: -F 1000 with a program: frequency mode"),
+        "{}",
+        text(&o.stderr)
+    );
     let o = run(&["--duration", "1.5ms"]);
     assert_eq!(
         o.status.code(),
@@ -560,4 +578,44 @@ fn a_run_stops_before_it_fills_the_disk() {
     let size = size.unwrap();
     assert!(size > 4 << 20 && size < 12 << 20, "{size} bytes");
     assert_eq!(check.status.code(), Some(0), "{}", text(&check.stdout));
+}
+
+/// `-F`: frequency mode as the kernel runs it. The sampler's attr has
+/// `freq` and `sample_freq`; the first sample's period is 1, as the kernel
+/// arms the counter, and once the periods have settled the samples come
+/// about a millisecond apart (1 kHz).
+#[test]
+fn frequency_mode_retunes_the_period() {
+    use perfaux_cli::perfdata::parse_sample;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("perf.data");
+    record(
+        &out,
+        &["-F", "1000", "--duration", "600ms", "--cpus", "1", "-q"],
+    );
+    let bytes = std::fs::read(&out).unwrap();
+    let file = PerfData::parse(&bytes).unwrap();
+    let sampler = &file.events[1];
+    assert!(sampler.attr.freq(), "attr.freq");
+    assert_eq!(sampler.attr.sample_freq(), 1000);
+    let samples: Vec<(u64, u64)> = file
+        .records()
+        .map(Result::unwrap)
+        .filter(|r| r.header.type_ == perfaux::abi::record_type::SAMPLE)
+        .map(|r| {
+            let s = parse_sample(&sampler.attr, r.bytes).unwrap();
+            (s.time.unwrap(), s.period.unwrap())
+        })
+        .collect();
+    assert_eq!(samples[0].1, 1, "{:?}", &samples[..5]);
+    // The last 200 ms of the run: 200 samples, give or take 10 %.
+    let end = samples.last().unwrap().0;
+    let late = samples
+        .iter()
+        .filter(|(t, _)| *t + 200_000_000 > end)
+        .count();
+    assert!(
+        (180..=220).contains(&late),
+        "{late} samples in the last 200 ms"
+    );
 }

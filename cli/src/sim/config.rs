@@ -90,6 +90,9 @@ pub struct Config {
     pub stop: Stop,
     /// Counter events between samples.
     pub period: u64,
+    /// Frequency mode (`-F`): overflows a second each sampler aims at,
+    /// the period retuned as the kernel retunes it; `period` unused.
+    pub freq: Option<u64>,
     /// `attr.aux_sample_size` of the samplers (snapshot mode).
     pub aux_sample_size: u32,
     /// AUX area pages per CPU (a power of two).
@@ -124,7 +127,16 @@ impl Config {
             return Err(format!("--cpus {}: between 1 and 256", self.cpus));
         }
         if self.period == 0 {
-            return Err("--period 0: a counter must overflow after at least one event".into());
+            return Err("-c 0: a counter must overflow after at least one event".into());
+        }
+        if let Some(freq) = self.freq {
+            // perf_event_open: EINVAL above perf_event_max_sample_rate
+            // (its default, 100000), and 0 is no frequency.
+            if !(1..=100_000).contains(&freq) {
+                return Err(format!(
+                    "-F {freq}: between 1 and 100000 (perf_event_max_sample_rate's default; perf_event_open: EINVAL)"
+                ));
+            }
         }
         if let Some(bits) = self.branches {
             crate::branch_filter::check(bits)?;
@@ -233,7 +245,14 @@ pub fn sampler_attr(counter: Counter, config: &Config) -> PerfEventAttr {
     let mut a = PerfEventAttr::new(136);
     a.type_ = 0; // PERF_TYPE_HARDWARE
     a.config = counter.config();
-    a.sample_period = config.period;
+    match config.freq {
+        // `sample_freq`, the union's other member, with `freq` set.
+        Some(freq) => {
+            a.sample_period = freq;
+            a.flags |= attr_flags::FREQ;
+        }
+        None => a.sample_period = config.period,
+    }
     a.sample_type = st::IP | st::PERIOD | ID_FIELDS;
     if config.mode == Mode::Snapshot {
         a.sample_type |= st::AUX;
@@ -243,7 +262,7 @@ pub fn sampler_attr(counter: Counter, config: &Config) -> PerfEventAttr {
         a.sample_type |= st::BRANCH_STACK;
         a.branch_sample_type = bits;
     }
-    a.flags = attr_flags::SAMPLE_ID_ALL | attr_flags::EXCLUDE_GUEST;
+    a.flags |= attr_flags::SAMPLE_ID_ALL | attr_flags::EXCLUDE_GUEST;
     if !config.kernel {
         a.flags |= attr_flags::EXCLUDE_KERNEL | attr_flags::EXCLUDE_HV;
     }

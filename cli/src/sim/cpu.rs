@@ -32,9 +32,11 @@ use typed_arena::Arena as TypedArena;
 
 use super::code::Code;
 use super::config::{
-    Config, Mode, PSB_BASE, START_NS, TIMESLICE, TSC_EVERY, leader_attr, sampler_attr,
+    CYCLES_PER_NS, Config, Mode, PSB_BASE, START_NS, TIMESLICE, TSC_EVERY, leader_attr,
+    sampler_attr,
 };
 use super::memory::CpuMemory;
+use super::period::{Period, TICK_NS};
 use super::program::Thread;
 use super::truth::CpuTruth;
 use crate::rng::SplitMix64;
@@ -203,8 +205,11 @@ pub struct Cpu<'m, 'e> {
     pub next_switch: u64,
     /// When the next periodic TSC packet is due (cycles).
     pub next_tsc: u64,
-    /// Each counter's events since its last overflow.
-    pub counts: Vec<u64>,
+    /// Each counter's period (fixed, or retuned in frequency mode).
+    pub periods: Vec<Period>,
+    /// When the scheduler tick next retunes counters in frequency mode
+    /// (cycles).
+    pub next_freq_tick: u64,
     /// Samples the CPU may still write (`--samples`: what the run still
     /// needs), or `None` for no limit. Its quantum ends when it reaches 0,
     /// so that a run writes exactly the samples asked for.
@@ -353,7 +358,15 @@ impl<'m, 'e> Cpu<'m, 'e> {
             cycles: 0,
             next_switch: TIMESLICE,
             next_tsc: TSC_EVERY,
-            counts: vec![0; config.counters.len()],
+            periods: config
+                .counters
+                .iter()
+                .map(|_| match config.freq {
+                    Some(f) => Period::frequency(f),
+                    None => Period::fixed(config.period),
+                })
+                .collect(),
+            next_freq_tick: TICK_NS * CYCLES_PER_NS,
             sample_budget: None,
             rng: SplitMix64::new(seeds.next_u64()),
             truth: CpuTruth::default(),

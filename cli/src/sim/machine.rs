@@ -13,6 +13,7 @@ use perfaux::sample::{BranchStack, SampleData};
 
 use super::config::{CYCLES_PER_NS, Counter, Mode, QUANTUM, START_NS, TIMESLICE, TSC_EVERY};
 use super::cpu::Cpu;
+use super::period::TICK_NS;
 use super::program::Thread;
 use super::truth::{Branch, SamplePoint};
 
@@ -157,20 +158,25 @@ impl Cpu<'_, '_> {
             self.trace(TraceEvent::Time(Self::tsc(self.cycles)));
             self.next_tsc = self.cycles + TSC_EVERY;
         }
+        if self.cycles >= self.next_freq_tick {
+            // The scheduler tick retunes counters in frequency mode.
+            for p in &mut self.periods {
+                p.tick();
+            }
+            self.next_freq_tick += TICK_NS * CYCLES_PER_NS;
+        }
+        let now = Self::ns(self.cycles);
         let counters = self.setup.config.counters.len();
         for k in 0..counters {
-            self.counts[k] += match self.setup.config.counters[k] {
+            let events = match self.setup.config.counters[k] {
                 Counter::Cycles => cycles,
                 Counter::Instructions => instructions,
                 Counter::Branches => u64::from(branch),
             };
-            if self.counts[k] >= self.setup.config.period {
-                self.counts[k] -= self.setup.config.period;
-                // With the budget spent the run ends at this instruction:
-                // no further sample.
-                if self.sample_budget != Some(0) {
-                    self.pmi(k);
-                }
+            // With the budget spent the run ends at this instruction: no
+            // further sample.
+            if self.periods[k].count(events, now) && self.sample_budget != Some(0) {
+                self.pmi(k);
             }
         }
     }
@@ -191,7 +197,7 @@ impl Cpu<'_, '_> {
             let data = SampleData {
                 misc: misc::USER,
                 ip,
-                period: m.setup.config.period,
+                period: m.periods[sampler].last_period(),
                 branch_stack,
                 ..SampleData::default()
             };

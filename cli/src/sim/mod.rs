@@ -19,6 +19,7 @@ pub mod elf;
 mod file;
 mod machine;
 pub mod memory;
+mod period;
 pub mod program;
 pub mod truth;
 
