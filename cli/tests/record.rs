@@ -403,7 +403,8 @@ fn bad_options_get_one_line_and_a_failure() {
         (vec!["--aux-pages", "3"], "--aux-pages 3"),
         (vec!["--data-pages", "6"], "--data-pages 6"),
         (vec!["--mode", "full", "--aux-pages", "1"], "two chunks"),
-        (vec!["--period", "0"], "--period 0"),
+        (vec!["--period", "0"], "a period of 0 (-c, --period)"),
+        (vec!["-c", "0"], "a period of 0 (-c, --period)"),
         (vec!["--duration", "5 parsecs"], "duration"),
         (
             vec!["--duration", "10ms", "--samples", "5"],

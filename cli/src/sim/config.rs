@@ -127,7 +127,10 @@ impl Config {
             return Err(format!("--cpus {}: between 1 and 256", self.cpus));
         }
         if self.period == 0 {
-            return Err("-c 0: a counter must overflow after at least one event".into());
+            return Err(
+                "a period of 0 (-c, --period): a counter must overflow after at least one event"
+                    .into(),
+            );
         }
         if let Some(freq) = self.freq {
             // perf_event_open: EINVAL above perf_event_max_sample_rate
