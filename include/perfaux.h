@@ -267,7 +267,9 @@
 #define PERFAUX_TRACE_TIME 10
 
 /**
- * The core:bus ratio is `value`, 0 to 255 (CBR).
+ * The core:bus ratio is `value`, 1 to 255 (CBR, and in every PSB+ after
+ * it); 0 is no ratio known and writes nothing. No CBR is written before
+ * the first non-zero ratio.
  */
 #define PERFAUX_TRACE_FREQUENCY 11
 

@@ -39,7 +39,9 @@ pub const PERFAUX_TRACE_DISABLE: u32 = 8;
 pub const PERFAUX_TRACE_MODE: u32 = 9;
 /// The TSC reads `value` (a TSC packet if TSC packets are on).
 pub const PERFAUX_TRACE_TIME: u32 = 10;
-/// The core:bus ratio is `value`, 0 to 255 (CBR).
+/// The core:bus ratio is `value`, 1 to 255 (CBR, and in every PSB+ after
+/// it); 0 is no ratio known and writes nothing. No CBR is written before
+/// the first non-zero ratio.
 pub const PERFAUX_TRACE_FREQUENCY: u32 = 11;
 /// A mini time counter tick with CTC bits `value`, 0 to 255 (MTC).
 pub const PERFAUX_TRACE_TICK: u32 = 12;

@@ -343,6 +343,9 @@ impl PacketStream {
                         last_bit = index;
                         tnt = (tnt << 1) | 1;
                     } else {
+                        // As `feed`'s: an uncompressed return empties the
+                        // stack, so that libipt and perf pair alike.
+                        self.returns.clear();
                         tip!(bytes, target, index);
                     }
                     self.current_ip = target;

@@ -112,7 +112,8 @@ pub enum TraceEvent {
     /// The timestamp counter reads `tsc`: a TSC packet (if TSC packets are
     /// on), and the clock of later PSB+ blocks.
     Time(u64),
-    /// The core:bus ratio changed (CBR).
+    /// The core:bus ratio changed (CBR); 0 is no ratio known, which
+    /// writes nothing.
     Frequency(u8),
     /// A mini time counter tick (MTC).
     Tick(u8),
@@ -381,8 +382,12 @@ impl PacketStream {
             // traces, and a per-task trace comes to a CPU whose tracer last
             // ran some other time (its PSB+ would put a TSC in the buffer
             // lower than the other CPU's packets before it).
-            if let TraceEvent::Time(t) = event {
-                self.set_clock(t);
+            // Likewise its CBR the ratio a Frequency event sets: a PSB+
+            // before the first one would have none to give.
+            match event {
+                TraceEvent::Time(t) => self.set_clock(t),
+                TraceEvent::Frequency(r) if r != 0 => self.ratio = r,
+                _ => {}
             }
             self.flush_tnt(sink);
             self.psb_plus(sink);
@@ -414,6 +419,11 @@ impl PacketStream {
                     if self.config.return_compression && self.returns.pop_is(target) {
                         self.tnt(true, sink);
                     } else {
+                        // A return not compressed empties the stack: libipt
+                        // pops only on compressed returns, perf's decoder
+                        // on every one, so only an empty stack leaves both
+                        // pairing the next compressed return alike.
+                        self.returns.clear();
                         self.tip(IpPacket::Tip, Some(target), sink);
                     }
                 }
@@ -477,6 +487,10 @@ impl PacketStream {
                 self.mode = mode;
                 self.put(&mode_exec(mode), sink);
             }
+            // A ratio of 0 is none known: no CBR says it (the hardware
+            // never writes one; libipt refuses it, perf's decoder would
+            // divide by it).
+            TraceEvent::Frequency(0) => {}
             TraceEvent::Frequency(r) => {
                 self.flush_tnt(sink);
                 self.ratio = r;
@@ -561,7 +575,7 @@ impl PacketStream {
     }
 
     /// The PSB+ block: PSB, the next instruction (FUP, when packets are
-    /// generated), MODE.Exec, TSC (if on), CBR, PSBEND. IP compression and
+    /// generated), MODE.Exec, TSC (if on), CBR (once a ratio is known), PSBEND. IP compression and
     /// return compression restart after it.
     #[cold]
     fn psb_plus<S: PacketSink + ?Sized>(&mut self, sink: &mut S) {
@@ -582,7 +596,10 @@ impl PacketStream {
         if self.config.tsc {
             self.put(&tsc(self.clock), sink);
         }
-        self.put(&cbr(self.ratio), sink);
+        // No CBR before a ratio is known (see `feed`'s Frequency(0)).
+        if self.ratio != 0 {
+            self.put(&cbr(self.ratio), sink);
+        }
         self.put(&PSBEND, sink);
     }
 
@@ -878,9 +895,9 @@ mod tests {
             &mut out,
         );
         s.flush_tnt(&mut out);
-        // PSB, MODE.Exec, CBR, PSBEND, TIP.PGE: no TSC, no FUP, and no
-        // branch packets after it.
-        assert_eq!(psb_plus, 16 + 2 + 4 + 2 + 5);
+        // PSB, MODE.Exec, PSBEND, TIP.PGE: no TSC, no CBR (no ratio known
+        // yet), no FUP, and no branch packets after it.
+        assert_eq!(psb_plus, 16 + 2 + 2 + 5);
         assert_eq!(out.0.len(), psb_plus);
         assert_eq!(s.psb_period(), 2048);
         let s = PacketStream::with_config(
@@ -912,12 +929,63 @@ mod tests {
         let mut out = Bytes(Vec::new());
         s.set_clock(0x1000);
         s.feed(TraceEvent::Time(0x9000), &mut out);
-        // PSB, MODE.Exec, TSC, CBR, PSBEND (no FUP: generation is off),
-        // then the event's own TSC.
+        // PSB, MODE.Exec, TSC, PSBEND (no FUP: generation is off; no CBR:
+        // no ratio yet), then the event's own TSC.
         assert_eq!(out.0[..16], PSB);
-        assert_eq!(out.0.len(), 16 + 2 + 8 + 4 + 2 + 8, "{:02x?}", out.0);
+        assert_eq!(out.0.len(), 16 + 2 + 8 + 2 + 8, "{:02x?}", out.0);
         assert_eq!(out.0[18..26], tsc(0x9000), "the PSB+'s TSC");
-        assert_eq!(out.0[32..], tsc(0x9000), "the event's TSC");
+        assert_eq!(out.0[28..], tsc(0x9000), "the event's TSC");
+    }
+
+    /// No CBR is written before a ratio is known: not in a PSB+, not for
+    /// a Frequency(0). A PSB+ due at the Frequency event that sets the
+    /// ratio carries it (libipt refuses a CBR of 0; perf's decoder would
+    /// divide by it).
+    #[test]
+    fn no_cbr_before_a_ratio_is_known() {
+        let cbr_at = |b: &[u8]| b.windows(2).position(|w| w == [0x02, 0x03]);
+        let mut s = PacketStream::with_config(256, RETCOMP);
+        let mut out = Bytes(Vec::new());
+        s.feed(TraceEvent::Frequency(0), &mut out);
+        s.feed(TraceEvent::Frequency(20), &mut out);
+        // The PSB+ (due at the first event, Frequency(0)) has no CBR; the
+        // Frequency(20) writes CBR 20.
+        let at = cbr_at(&out.0).expect("a CBR");
+        assert_eq!(out.0[at..at + 4], cbr(20));
+        assert_eq!(cbr_at(&out.0[at + 2..]), None, "one CBR, of 20");
+        // A PSB+ due at the Frequency event itself carries its ratio.
+        let mut s = PacketStream::with_config(256, RETCOMP);
+        let mut out = Bytes(Vec::new());
+        s.feed(TraceEvent::Frequency(20), &mut out);
+        let at = cbr_at(&out.0).expect("the PSB+'s CBR");
+        assert!(at < out.0.windows(2).position(|w| w == [0x02, 0x23]).unwrap());
+        assert_eq!(out.0[at..at + 4], cbr(20));
+    }
+
+    /// A return that is not compressed empties the return stack: a later
+    /// return compresses only against a call made after it, so libipt
+    /// (which pops on compressed returns only) and perf's decoder (which
+    /// pops on every return) pair it alike.
+    #[test]
+    fn an_uncompressed_return_empties_the_return_stack() {
+        let (mut s, mut out) = tracing(RETCOMP, 0x40_1000);
+        let call = |ret| TraceEvent::Call {
+            target: 0x40_2000,
+            ret,
+            indirect: false,
+        };
+        s.feed(call(0x40_1005), &mut out);
+        s.feed(call(0x40_2005), &mut out);
+        // Not to where the last call returns: a TIP, and the stack is gone.
+        s.feed(TraceEvent::Return { target: 0x40_7777 }, &mut out);
+        let before = out.0.len();
+        s.feed(TraceEvent::Return { target: 0x40_1005 }, &mut out);
+        assert_eq!(
+            out.0[before] & 0x1f,
+            IpPacket::Tip.opcode(),
+            "the older call's return is a TIP too: {:02x?}",
+            &out.0[before..]
+        );
     }
 
     #[test]
@@ -965,10 +1033,11 @@ mod tests {
         assert_eq!(s.unwritten_events(), 0, "the caller counted them lost");
         out.0.clear();
         s.feed(TraceEvent::Return { target: 0x40_1005 }, &mut out);
-        // PSB+ without FUP (no packet generation), the running TSC; no
-        // packet for the return, the TNT bit gathered before is gone.
+        // PSB+ without FUP (no packet generation), the running TSC, no CBR
+        // (no ratio set); no packet for the return, the TNT bit gathered
+        // before is gone.
         assert_eq!(out.0[..16], PSB);
-        assert_eq!(out.0.len(), 16 + 2 + 8 + 4 + 2, "{:02x?}", out.0);
+        assert_eq!(out.0.len(), 16 + 2 + 8 + 2, "{:02x?}", out.0);
         assert_eq!(out.0[18..26], tsc(0x77));
         s.feed(TraceEvent::Enable(0x40_1005), &mut out);
         s.feed(TraceEvent::Return { target: 0x40_9999 }, &mut out);
