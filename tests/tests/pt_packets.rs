@@ -262,7 +262,8 @@ fn items(packets: &[Ev]) -> Vec<Item> {
 /// decoded packets of the events fed: which packets each event makes, that
 /// every PSB+ carries the next instruction's IP (while packets are
 /// generated), and that a return is compressed exactly when it goes to the
-/// call site of the newest call since the last PSB+/enable/disable/OVF.
+/// call site of the newest call since the last PSB+/enable/disable/OVF or
+/// uncompressed return, and that no CBR says a ratio of 0.
 struct RuleChecker {
     items: Vec<Item>,
     at: usize,
@@ -295,6 +296,10 @@ impl RuleChecker {
                 Item::Packet(Ev::Ip(IpPacket::Fup, ip)) => Some(*ip),
                 _ => None,
             });
+            assert!(
+                !self.items[self.at..end].contains(&Item::Packet(Ev::Cbr(0))),
+                "a CBR of 0 in a PSB+: no ratio is known then"
+            );
             match fup {
                 Some(ip) if ip != Some(self.ip) => return, // it follows a later event
                 Some(_) => assert!(self.enabled, "a PSB+ FUP only while packets are generated"),
@@ -335,7 +340,10 @@ impl RuleChecker {
                     if self.calls.pop() == Some(target) {
                         self.expect(Item::Bit(true), e);
                     } else {
+                        // An uncompressed return forgets the older calls
+                        // (libipt pops on compressed returns only).
                         self.expect(Item::Packet(Ev::Ip(IpPacket::Tip, Some(target))), e);
+                        self.calls.clear();
                     }
                 }
                 self.ip = target;
@@ -377,6 +385,8 @@ impl RuleChecker {
             }
             TraceEvent::Mode(m) => self.expect(Item::Packet(Ev::Mode(m)), e),
             TraceEvent::Time(t) => self.expect(Item::Packet(Ev::Tsc(t)), e),
+            // A ratio of 0 is none known: no CBR.
+            TraceEvent::Frequency(0) => {}
             TraceEvent::Frequency(r) => self.expect(Item::Packet(Ev::Cbr(r)), e),
             TraceEvent::Tick(c) => self.expect(Item::Packet(Ev::Mtc(c)), e),
             TraceEvent::Pad => self.expect(Item::Packet(Ev::Pad), e),
