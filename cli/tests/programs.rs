@@ -834,7 +834,7 @@ fn bolt_reads_branch_stacks_as_it_reads_lbr() {
     let Some(bolt) = bolt_dir() else {
         return;
     };
-    // The README's BOLT section, on the small build of its program.
+    // The manual's BOLT section (docs/cli.md), on the small build of its program.
     let bin = compile(
         "tests/programs/layout.c",
         "layout",

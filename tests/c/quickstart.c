@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
- * The C quick start of the README, compiled and run by the tests: a data
+ * The C quick start of docs/c.md, compiled and run by the tests: a data
  * ring and a snapshot-mode AUX area over your own pages, the PT state of
  * that area's buffer and the PT driver of one CPU, a little trace, and a
  * snapshot of its newest bytes into your own sink.

@@ -124,7 +124,7 @@ fn run_c(name: &str) -> String {
     stdout
 }
 
-/// The README's C quick start builds with the documented command line and
+/// The C quick start (docs/c.md) builds with the documented command line and
 /// runs clean under valgrind.
 #[test]
 fn the_c_quick_start_runs() {

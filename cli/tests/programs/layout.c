@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// A benchmark for BOLT from perfaux's branch stacks (README: BOLT without
+// A benchmark for BOLT from perfaux's branch stacks (docs/cli.md: BOLT without
 // LBR): a program whose hot code is spread thin, as in large programs.
 // 4096 small functions (512 with -DSMALL, quick to build for tests) run
 // once a round from one loop, in an order that strides through the source; each has a hot path of a few instructions
