@@ -43,9 +43,9 @@
 //! go out of scope.
 //!
 //! ```
-//! use perfaux::abi::{PerfEventAttr, PerfEventMmapPage};
+//! use perfaux::abi::PerfEventMmapPage;
 //! use perfaux::aux::{AuxArea, AuxConfig};
-//! use perfaux::pmu::{EventInfo, Pmu, ef};
+//! use perfaux::pmu::ef;
 //! use perfaux::pt::{buffer::PtBuffer, pmu::PtPmu, stream::TraceEvent};
 //! use perfaux::pt::topa::{IdentityMap, TopaTable};
 //! use perfaux::pt::tracer::SoftTracer;
@@ -88,11 +88,9 @@
 //! let record_event = FixedEvent { id: 1, sample_id: None };
 //! let pt = PtPmu::new(&tracer, &IdentityMap, &buffer, &area, &ring, record_event)?;
 //!
-//! // pmu->add with PERF_EF_START: event 1, attr.config = intel_pt's tsc bit.
-//! let mut attr = PerfEventAttr::new(136);
-//! attr.config = 1 << 10;
-//! let event = EventInfo { attr: &attr, id: 1, cpu: 0, aux_paused: false };
-//! pt.add(&event, ef::START)?;
+//! // pmu->add with PERF_EF_START: event 1, attr.config = intel_pt's tsc
+//! // bit, not paused.
+//! pt.add(1, 1 << 10, false, ef::START)?;
 //!
 //! // What the CPU does: tracing on at 0x400000, then branches.
 //! tracer.trace(TraceEvent::Enable(0x40_0000));
@@ -102,12 +100,12 @@
 //!
 //! // A sample's AUX block: the newest 256 bytes of trace.
 //! let mut snapshot = Copy(Vec::new());
-//! assert_eq!(pt.snapshot_aux(&event, &mut snapshot, 256), Ok(256));
+//! assert_eq!(pt.snapshot_aux(&mut snapshot, 256), Ok(256));
 //! assert_eq!(snapshot.0.len(), 256);
 //! assert!(tracer.written() > 256);
 //!
 //! // pmu->del ends the AUX transaction; the rest goes in reverse order.
-//! pt.del(&event, ef::UPDATE);
+//! pt.del();
 //! # Ok(())
 //! # }
 //! ```

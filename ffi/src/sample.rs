@@ -67,7 +67,7 @@ enum Source {
 impl SnapshotAux for Source {
     fn snapshot_aux(&self, sink: &mut dyn OutputSink, size: u64) -> perfaux::Result<u64> {
         match self {
-            Source::Pt(b) => b.pmu().snapshot_aux(&crate::pt::no_info(), sink, size),
+            Source::Pt(b) => b.snapshot_aux(sink, size),
             Source::Callback(f, ctx) => {
                 // SAFETY: the registered callback; the C sink and the sink it
                 // points to live for the whole call.

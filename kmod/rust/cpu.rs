@@ -33,13 +33,13 @@ static PHYS: KernelPhys = KernelPhys;
 ///
 /// Every field is touched on its CPU only: by the PMU callbacks (interrupts
 /// off), the ticker (a hard interrupt) and `snapshot_aux` (the PMI, an
-/// NMI), which only reaches `pmu` and, through it, `tracer` and the AUX
+/// NMI), which only reaches `pmu` and, through it, its tracer and the AUX
 /// output.
 ///
 /// # Invariants
 /// Built in place by [`PaxCpu::init`] in memory that does not move until it
-/// is dropped (per-CPU memory): `pmu` refers to `tracer` and its output to
-/// `handle` and `event`, all fields of the same object.
+/// is dropped (per-CPU memory): `pmu`'s output refers to `handle` and
+/// `event`, fields of the same object.
 pub(crate) struct PaxCpu {
     /// The handle of this CPU's AUX transaction: `perf_aux_output_begin()`
     /// fills it, `perf_aux_output_end()` empties it; only `pmu`'s output
@@ -56,10 +56,8 @@ pub(crate) struct PaxCpu {
     timer: Opaque<perf::hrtimer>,
     /// Nanoseconds between ticks.
     period_ns: i64,
-    /// The driver; declared before `tracer`, which it refers to, so that
-    /// it is dropped first.
-    pmu: PtPmu<'static, KernelAux>,
-    tracer: SoftTracer<'static>,
+    /// The driver, holding the tracer it programs.
+    pmu: PtPmu<'static, KernelAux, SoftTracer<'static>, KernelPhys>,
 }
 
 /// The AUX transactions of the event on one CPU: the kernel's, on the
@@ -142,20 +140,19 @@ impl PaxCpu {
             addr_of_mut!((*this).traced).write(LocalBool::new(false));
             addr_of_mut!((*this).timer).write(Opaque::new(Default::default()));
             addr_of_mut!((*this).period_ns).write(period_ns);
-            addr_of_mut!((*this).tracer).write(SoftTracer::new(&PHYS, psb_period));
             // INVARIANT: the output points to this object's fields.
             let output = KernelAux {
                 handle: Opaque::raw_get(addr_of!((*this).handle)),
                 event: addr_of!((*this).event),
             };
-            let tracer: &'static SoftTracer<'static> = &*addr_of!((*this).tracer);
-            addr_of_mut!((*this).pmu).write(PtPmu::with_output(tracer, &PHYS, output));
+            let tracer = SoftTracer::new(&PHYS, psb_period);
+            addr_of_mut!((*this).pmu).write(PtPmu::with_output(tracer, KernelPhys, output));
         }
         Ok(())
     }
 
     /// The PT PMU of this CPU.
-    pub(crate) fn pmu(&self) -> &PtPmu<'static, KernelAux> {
+    pub(crate) fn pmu(&self) -> &PtPmu<'static, KernelAux, SoftTracer<'static>, KernelPhys> {
         &self.pmu
     }
 
@@ -180,8 +177,8 @@ impl PaxCpu {
     /// Feeds the tracer one event, then handles the ToPA PMIs its writes
     /// raised (full-trace mode) as the hardware's PMI would, right after.
     fn trace(&self, event: TraceEvent) {
-        self.tracer.trace(event);
-        for _ in 0..self.tracer.take_pmi() {
+        self.pmu.hw().trace(event);
+        for _ in 0..self.pmu.hw().take_pmi() {
             self.pmu.handle_pmi();
         }
     }

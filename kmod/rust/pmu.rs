@@ -7,8 +7,7 @@ use kernel::ffi::{c_char, c_int, c_long, c_uint, c_ulong, c_void};
 
 use kernel::prelude::*;
 use kernel::types::Opaque;
-use perfaux::abi::PerfEventAttr;
-use perfaux::pmu::{ef, EventInfo, Pmu};
+use perfaux::pmu::ef;
 use perfaux::ring::OutputSink;
 
 use crate::cpu::PaxCpu;
@@ -43,37 +42,6 @@ pub(crate) struct Pax {
 unsafe impl Send for Pax {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Pax {}
-
-/// The event `add` shows the driver: its id and its config, as
-/// `pt_event_add` reads `event->attr.config` (nothing else of the attr
-/// matters to the driver).
-fn with_info<R>(event: *mut perf::perf_event, f: impl FnOnce(&EventInfo<'_>) -> R) -> R {
-    let mut attr = PerfEventAttr::new(136);
-    // SAFETY: the perf core's event, alive during its callback.
-    let id = unsafe {
-        attr.config = (*event).attr.config;
-        (*event).id
-    };
-    f(&EventInfo {
-        attr: &attr,
-        id,
-        cpu: -1,
-        aux_paused: false,
-    })
-}
-
-/// The event the other callbacks show the driver: `start`, `stop` and
-/// `snapshot_aux` read nothing of it but `aux_paused` (never set: this PMU
-/// does not offer `aux_pause`), so no attr is built on the PMI path.
-fn no_info() -> EventInfo<'static> {
-    static NO_ATTR: PerfEventAttr = PerfEventAttr::new(136);
-    EventInfo {
-        attr: &NO_ATTR,
-        id: 0,
-        cpu: -1,
-        aux_paused: false,
-    }
-}
 
 // The kernel's PERF_EF_* are the crate's.
 const _: () = assert!(
@@ -228,7 +196,11 @@ unsafe extern "C" fn add(event: *mut perf::perf_event, flags: c_int) -> c_int {
         return EBUSY.to_errno();
     }
     c.set_event(event);
-    if let Err(e) = with_info(event, |i| c.pmu().add(i, flags as u32 & ef::START)) {
+    // pt_event_add() reads the event's id and attr.config; this PMU does
+    // not offer aux_pause, so the event is never paused.
+    // SAFETY: the perf core's event, alive during its callback.
+    let (id, config) = unsafe { ((*event).id, (*event).attr.config) };
+    if let Err(e) = c.pmu().add(id, config, false, flags as u32 & ef::START) {
         // A start that cannot trace (no AUX buffer) fails the add.
         c.set_event(core::ptr::null_mut());
         // SAFETY: the perf core's event.
@@ -274,7 +246,7 @@ unsafe extern "C" fn start(event: *mut perf::perf_event, _flags: c_int) {
     ) {
         return;
     }
-    c.pmu().start(&no_info(), 0);
+    c.pmu().start(false, 0);
     // SAFETY: the perf core's event, in its callback.
     unsafe { set_started(event, c) };
 }
@@ -291,7 +263,7 @@ unsafe extern "C" fn stop(event: *mut perf::perf_event, flags: c_int) {
     if c.event() != event {
         return;
     }
-    c.pmu().stop(&no_info(), flags as u32 & ef::UPDATE);
+    c.pmu().stop(false, flags as u32 & ef::UPDATE);
     // SAFETY: the perf core's event.
     unsafe { (*event).hw.state |= perf::PERF_HES_STOPPED as c_int };
 }
@@ -355,7 +327,7 @@ unsafe extern "C" fn snapshot_aux(
         copy: pax.output_copy,
         handle,
     };
-    let r = c.pmu().snapshot_aux(&no_info(), &mut sink, size as u64);
+    let r = c.pmu().snapshot_aux(&mut sink, size as u64);
     if let Ok(n @ 1..) = r {
         return n.min(c_long::MAX as u64) as c_long;
     }

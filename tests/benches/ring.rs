@@ -829,7 +829,7 @@ fn sample_path(c: &mut Criterion) {
 /// 64 KiB AUX area; and `snapshot_aux` (stop, position, copy_aux, restart)
 /// of 4, 16 and 64 KiB against a memcpy of the same bytes.
 fn pt_path(c: &mut Criterion) {
-    use perfaux::pmu::{EventInfo, Pmu};
+    use perfaux::pmu::EventInfo;
     use perfaux::pt::buffer::PtBuffer;
     use perfaux::pt::pmu::PtPmu;
     use perfaux::pt::stream::TraceEvent;
@@ -871,7 +871,13 @@ fn pt_path(c: &mut Criterion) {
         cpu: 0,
         aux_paused: false,
     };
-    pt.add(&info, perfaux::pmu::ef::START).expect("add");
+    pt.add(
+        info.id,
+        info.attr.config,
+        info.aux_paused,
+        perfaux::pmu::ef::START,
+    )
+    .expect("add");
     tracer.trace(TraceEvent::Enable(0x40_0000));
 
     // A program's worth of events: mostly conditional branches, some
@@ -982,7 +988,7 @@ fn pt_path(c: &mut Criterion) {
                 |b| {
                     b.iter(|| {
                         sink.clear();
-                        let n = pt.snapshot_aux(&info, &mut sink, black_box(size));
+                        let n = pt.snapshot_aux(&mut sink, black_box(size));
                         assert_eq!(n, Ok(size));
                         black_box(sink.len());
                     })
@@ -997,7 +1003,7 @@ fn pt_path(c: &mut Criterion) {
         // ns from one block and 217 ns from another), so only the same
         // source prices the driver rather than the memory layout.
         let mut pieces = PieceRecorder::default();
-        assert_eq!(pt.snapshot_aux(&info, &mut pieces, size), Ok(size));
+        assert_eq!(pt.snapshot_aux(&mut pieces, size), Ok(size));
         if std::env::var_os("PERFAUX_BENCH_SHOW").is_some() {
             eprintln!(
                 "snapshot-{size}: pieces (page offset, length) {:?}",

@@ -116,7 +116,12 @@ pub struct Pt<'p, 'x> {
     /// Every byte the tracer wrote.
     pub model: &'p std::cell::RefCell<StreamModel>,
     /// The PMU.
-    pub pmu: &'p perfaux::pt::pmu::AreaPtPmu<'x, 'x>,
+    pub pmu: &'p perfaux::pt::pmu::AreaPtPmu<
+        'x,
+        'x,
+        &'x perfaux::pt::tracer::SoftTracer<'x>,
+        perfaux::pt::topa::IdentityMap,
+    >,
 }
 
 /// Builds a [`Pt`] over `mem` and `aux` (overwrite mode for ring and area if
@@ -152,7 +157,7 @@ pub fn with_pt<R>(
     let model = std::cell::RefCell::new(StreamModel::default());
     tracer.set_tap(Some(&model));
     let pmu =
-        perfaux::pt::pmu::PtPmu::new(&tracer, &IdentityMap, &buffer, &area, &ring, record_event)
+        perfaux::pt::pmu::PtPmu::new(&tracer, IdentityMap, &buffer, &area, &ring, record_event)
             .expect("a PT PMU over the area");
     f(&Pt {
         ring: &ring,

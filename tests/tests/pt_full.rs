@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use perfaux::abi::{PerfEventAttr, aux_flags, record_type};
-use perfaux::pmu::{EventInfo, Pmu, ef};
+use perfaux::pmu::{EventInfo, ef};
 use perfaux::pt::stream::TraceEvent;
 use perfaux::ring::{FixedEvent, read_header};
 use perfaux_tests::mem::{AuxMemory, RingMemory};
@@ -86,7 +86,8 @@ fn run(consumer: Consumer) -> (Vec<u8>, Vec<u8>, Vec<u64>, bool) {
                 cpu: 0,
                 aux_paused: false,
             };
-            pt.add(&info, ef::START).unwrap();
+            pt.add(info.id, info.attr.config, info.aux_paused, ef::START)
+                .unwrap();
 
             let mut received = Vec::new();
             let mut flags = Vec::new();
@@ -112,9 +113,10 @@ fn run(consumer: Consumer) -> (Vec<u8>, Vec<u8>, Vec<u64>, bool) {
                             consume(&mut received, &mut flags);
                             if area.take_disable_request() {
                                 disabled = true;
-                                pt.del(&info, ef::UPDATE);
+                                pt.del();
                                 consume(&mut received, &mut flags);
-                                pt.add(&info, ef::START).unwrap();
+                                pt.add(info.id, info.attr.config, info.aux_paused, ef::START)
+                                    .unwrap();
                                 tracer.trace(TraceEvent::Enable(0x40_0000));
                             }
                         }
@@ -122,7 +124,7 @@ fn run(consumer: Consumer) -> (Vec<u8>, Vec<u8>, Vec<u64>, bool) {
                     }
                 }
             }
-            pt.del(&info, ef::UPDATE);
+            pt.del();
             consume(&mut received, &mut flags);
             disabled |= area.take_disable_request();
             let stream = model.borrow().0.clone();

@@ -14,7 +14,7 @@ use std::ptr::NonNull;
 
 use perfaux::abi::PerfEventAttr;
 use perfaux::aux::{AuxOutput, AuxTransaction};
-use perfaux::pmu::{EventInfo, Pmu, ef};
+use perfaux::pmu::ef;
 use perfaux::pt::buffer::PtBuffer;
 use perfaux::pt::pmu::PtPmu;
 use perfaux::pt::stream::TraceEvent;
@@ -105,15 +105,6 @@ impl OutputSink for Copy {
     }
 }
 
-fn info(attr: &PerfEventAttr, id: u64) -> EventInfo<'_> {
-    EventInfo {
-        attr,
-        id,
-        cpu: -1,
-        aux_paused: false,
-    }
-}
-
 /// A tick of the timer tracer on one CPU: time, then a branch or two.
 fn tick(tracer: &SoftTracer<'_>, at: u64, first: bool) {
     tracer.trace(TraceEvent::Time(1_000_000 + at * 1000));
@@ -160,11 +151,12 @@ fn a_migrating_event_an_aux_munmap_and_a_new_buffer() {
 
     // Other events ran on both CPUs before: their streams are mid-way.
     for (c, cpu) in cpus.iter().enumerate() {
-        cpu.add(&info(&attr, 100 + c as u64), ef::START).unwrap();
+        cpu.add(100 + c as u64, attr.config, false, ef::START)
+            .unwrap();
         for t in 0..300 {
             tick(&tracers[c], t, t == 0);
         }
-        cpu.del(&info(&attr, 100 + c as u64), 0);
+        cpu.del();
     }
     // That wrote into the buffer; a new buffer would be clean. Start over
     // on fresh memory, as a new mmap would.
@@ -181,18 +173,15 @@ fn a_migrating_event_an_aux_munmap_and_a_new_buffer() {
     let mut snapshots = Vec::new();
     for round in 0..6u64 {
         let c = (round % 2) as usize;
-        cpus[c].add(&info(&attr, 7), ef::START).unwrap();
+        cpus[c].add(7, attr.config, false, ef::START).unwrap();
         assert!(buffer.is_held());
         for t in 0..20 {
             tick(&tracers[c], round * 100 + t, round < 2 && t == 0);
         }
         let mut copy = Copy(Vec::new());
-        assert_eq!(
-            cpus[c].snapshot_aux(&info(&attr, 7), &mut copy, 1024),
-            Ok(1024)
-        );
+        assert_eq!(cpus[c].snapshot_aux(&mut copy, 1024), Ok(1024));
         snapshots.push(copy.0);
-        cpus[c].del(&info(&attr, 7), 0);
+        cpus[c].del();
         assert!(!buffer.is_held());
     }
     let bytes = buffer_bytes(&aux);
@@ -213,9 +202,9 @@ fn a_migrating_event_an_aux_munmap_and_a_new_buffer() {
 
     // The AUX munmap while the event runs on CPU 1: stop with UPDATE (the
     // transaction ends), then free_aux; the event stays on the CPU.
-    cpus[1].add(&info(&attr, 7), ef::START).unwrap();
+    cpus[1].add(7, attr.config, false, ef::START).unwrap();
     tick(&tracers[1], 900, false);
-    cpus[1].stop(&info(&attr, 7), ef::UPDATE);
+    cpus[1].stop(false, ef::UPDATE);
     assert!(!buffer.is_held(), "free_aux may end the buffer now");
     kernel.mapped.set(None);
     let frozen = buffer_bytes(&aux);
@@ -224,14 +213,11 @@ fn a_migrating_event_an_aux_munmap_and_a_new_buffer() {
         tick(&tracers[1], 1000 + t, false);
     }
     let mut copy = Copy(Vec::new());
-    assert_eq!(
-        cpus[1].snapshot_aux(&info(&attr, 7), &mut copy, 1024),
-        Ok(0)
-    );
+    assert_eq!(cpus[1].snapshot_aux(&mut copy, 1024), Ok(0));
     assert!(copy.0.is_empty());
-    cpus[1].start(&info(&attr, 7), 0);
+    cpus[1].start(false, 0);
     assert!(cpus[1].is_stopped(), "no buffer: the event stays stopped");
-    cpus[1].del(&info(&attr, 7), 0);
+    cpus[1].del();
     assert_eq!(buffer_bytes(&aux), frozen, "no byte written after the stop");
 
     // A new mmap (a new buffer) and a new event: a clean, decodable trace.
@@ -242,11 +228,11 @@ fn a_migrating_event_an_aux_munmap_and_a_new_buffer() {
     let kernel2 = KernelBuffer::mapping(&buffer2);
     let handle2 = Handle::on(&kernel2);
     let cpu = PtPmu::with_output(&tracers[1], &map, &handle2);
-    cpu.add(&info(&attr, 8), ef::START).unwrap();
+    cpu.add(8, attr.config, false, ef::START).unwrap();
     for t in 0..10 {
         tick(&tracers[1], 2000 + t, t == 0);
     }
-    cpu.del(&info(&attr, 8), 0);
+    cpu.del();
     let bytes = buffer_bytes(&aux2);
     assert_eq!(&bytes[..16], &PSB, "a new event's trace starts with a PSB+");
     // Nothing of event 7's packet state: packet generation is off until the

@@ -11,7 +11,7 @@ use std::ptr::NonNull;
 use perfaux::Result;
 use perfaux::abi::{PerfEventAttr, aux_flags};
 use perfaux::aux::{AuxOutput, AuxTransaction};
-use perfaux::pmu::{EventInfo, Pmu, ef};
+use perfaux::pmu::{EventInfo, ef};
 use perfaux::pt::buffer::PtBuffer;
 use perfaux::pt::pmu::PtPmu;
 use perfaux::pt::stream::TraceEvent;
@@ -68,7 +68,9 @@ fn fill(aux: &AuxMemory, head: u64, space: u64) -> (u64, bool, bool) {
         cpu: 0,
         aux_paused: false,
     };
-    let refused = pt.add(&info, ef::START).is_err();
+    let refused = pt
+        .add(info.id, info.attr.config, info.aux_paused, ef::START)
+        .is_err();
     tracer.trace(TraceEvent::Enable(0x40_0000));
     let mut ip = 0x40_0000;
     // Indirect branches make 3-byte TIPs (the low 16 bits change); far

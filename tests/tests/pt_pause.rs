@@ -15,6 +15,7 @@ use perfaux::event::Buffer;
 use perfaux::pmu::{EventInfo, Pmu};
 use perfaux::pt::pmu::AreaPtPmu;
 use perfaux::pt::stream::TraceEvent;
+use perfaux::pt::topa::IdentityMap;
 use perfaux::pt::tracer::{STATUS_ERROR, STATUS_STOPPED, SoftTracer, TraceHw};
 use perfaux::ring::{FixedEvent, OutputSink, read_header};
 use perfaux::sample::SampleData;
@@ -27,7 +28,7 @@ use perfaux_tests::shims::{CountingPmu, Cpu0, interrupt, with_interrupt, with_pt
 /// The PT PMU, with an interrupt point before every `split` bytes that its
 /// `snapshot_aux` copies into the sample.
 struct Interrupted<'p, 'x, 'a> {
-    pt: &'p AreaPtPmu<'x, 'a>,
+    pt: &'p AreaPtPmu<'x, 'a, &'x SoftTracer<'x>, IdentityMap>,
     split: usize,
 }
 
@@ -57,16 +58,16 @@ impl Pmu for Interrupted<'_, '_, '_> {
         self.pt.caps()
     }
     fn add(&self, e: &EventInfo<'_>, flags: u32) -> Result<()> {
-        self.pt.add(e, flags)
+        Pmu::add(self.pt, e, flags)
     }
     fn del(&self, e: &EventInfo<'_>, flags: u32) {
-        self.pt.del(e, flags);
+        Pmu::del(self.pt, e, flags);
     }
     fn start(&self, e: &EventInfo<'_>, flags: u32) {
-        self.pt.start(e, flags);
+        Pmu::start(self.pt, e, flags);
     }
     fn stop(&self, e: &EventInfo<'_>, flags: u32) {
-        self.pt.stop(e, flags);
+        Pmu::stop(self.pt, e, flags);
     }
     fn snapshot_aux(
         &self,
@@ -78,7 +79,7 @@ impl Pmu for Interrupted<'_, '_, '_> {
             inner: sink,
             split: self.split,
         };
-        self.pt.snapshot_aux(e, &mut split, size)
+        Pmu::snapshot_aux(self.pt, e, &mut split, size)
     }
 }
 
@@ -354,15 +355,7 @@ fn a_pausing_sample_carries_the_trace_and_leaves_it_paused() {
         // no configured trace and leaves the tracer off.
         leader.sched_out();
         assert!(!tracer.enabled());
-        pt.start(
-            &EventInfo {
-                attr: &leader_attr,
-                id: 1,
-                cpu: 0,
-                aux_paused: false,
-            },
-            perfaux::pmu::ef::RESUME,
-        );
+        pt.start(false, perfaux::pmu::ef::RESUME);
         assert!(!tracer.enabled(), "no resume after a stop");
     })
 }
@@ -381,7 +374,13 @@ fn an_error_status_is_counted_cleared_and_tracing_goes_on() {
             cpu: 0,
             aux_paused: false,
         };
-        pt.add(&info, perfaux::pmu::ef::START).unwrap();
+        pt.add(
+            info.id,
+            info.attr.config,
+            info.aux_paused,
+            perfaux::pmu::ef::START,
+        )
+        .unwrap();
         tracer.trace(TraceEvent::Enable(0x40_0000));
         program(tracer, 0, 500);
         tracer.set_status(STATUS_ERROR);
@@ -401,7 +400,7 @@ fn an_error_status_is_counted_cleared_and_tracing_goes_on() {
             0,
             "an error alone truncates nothing"
         );
-        pt.del(&info, 0);
+        pt.del();
         assert!(!tracer.enabled());
     })
 }

@@ -9,7 +9,7 @@
 
 use perfaux::abi::{PerfEventAttr, aux_flags, record_type, sample_type as st};
 use perfaux::event::Buffer;
-use perfaux::pmu::{EventInfo, Pmu};
+use perfaux::pmu::EventInfo;
 use perfaux::pt::packet::PSB;
 use perfaux::pt::stream::TraceEvent;
 use perfaux::ring::{FixedEvent, read_header};
@@ -186,7 +186,13 @@ fn one_page_snapshot_buffer_uses_single_range_output() {
         let (area, tracer, pt) = (p.area, p.tracer, p.pmu);
         let attr = PerfEventAttr::new(136);
         let info = event_1(&attr);
-        pt.add(&info, perfaux::pmu::ef::START).unwrap();
+        pt.add(
+            info.id,
+            info.attr.config,
+            info.aux_paused,
+            perfaux::pmu::ef::START,
+        )
+        .unwrap();
         assert!(!tracer.uses_topa());
         let (base, mask) = tracer.output();
         assert_eq!((base, mask), (aux.pages()[0] as u64, 0xfff));
@@ -203,7 +209,7 @@ fn one_page_snapshot_buffer_uses_single_range_output() {
             written % 4096,
             "the position is the output offset"
         );
-        pt.del(&info, 0);
+        pt.del();
         assert_eq!(area.head(), written % 4096);
     })
 }
@@ -264,7 +270,13 @@ fn a_snapshot_finds_its_table_in_a_buffer_of_several() {
         let (tracer, pt, model) = (p.tracer, p.pmu, p.model);
         let attr = PerfEventAttr::new(136);
         let info = event_1(&attr);
-        pt.add(&info, perfaux::pmu::ef::START).unwrap();
+        pt.add(
+            info.id,
+            info.attr.config,
+            info.aux_paused,
+            perfaux::pmu::ef::START,
+        )
+        .unwrap();
         tracer.trace(TraceEvent::Enable(0x40_0000));
         let mut bases = std::collections::BTreeSet::new();
         let mut out = vec![0u8; 65536];
@@ -278,13 +290,13 @@ fn a_snapshot_finds_its_table_in_a_buffer_of_several() {
             }
             bases.insert(tracer.output().0);
             let mut sink = SliceSink::new(&mut out);
-            assert_eq!(pt.snapshot_aux(&info, &mut sink, 65536), Ok(65536));
+            assert_eq!(pt.snapshot_aux(&mut sink, 65536), Ok(65536));
             let all = &model.borrow().0;
             if let Some(newest) = all.len().checked_sub(65536).map(|from| &all[from..]) {
                 assert_eq!(sink.written(), newest);
             }
         }
         assert_eq!(bases.len(), 3, "snapshots in each of the three tables");
-        pt.del(&info, 0);
+        pt.del();
     })
 }

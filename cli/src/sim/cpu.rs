@@ -41,6 +41,10 @@ use super::program::Thread;
 use super::truth::CpuTruth;
 use crate::rng::SplitMix64;
 
+/// The PT driver of a simulated CPU: it programs the CPU's tracer, which
+/// the simulator also feeds, over an identity address map.
+type SimPt<'m> = AreaPtPmu<'m, 'm, &'m SoftTracer<'m>, IdentityMap>;
+
 /// Threads per CPU.
 const THREADS_PER_CPU: usize = 2;
 
@@ -99,7 +103,7 @@ pub struct Arena<'m> {
 /// The events borrow the PMUs and each other for `'e`.
 #[derive(Default)]
 pub struct EventArena<'m, 'e> {
-    pts: TypedArena<AreaPtPmu<'m, 'm>>,
+    pts: TypedArena<SimPt<'m>>,
     buffers: TypedArena<Buffer<'e>>,
     events: TypedArena<Event<'e>>,
 }
@@ -186,7 +190,7 @@ pub struct Cpu<'m, 'e> {
     /// What the tracer wrote, with `--truth`.
     tap: &'m RefCell<StreamTap>,
     /// The PT PMU over `tracer`, `area` and `ring`.
-    pub pt: &'e AreaPtPmu<'m, 'm>,
+    pub pt: &'e SimPt<'m>,
     /// The PT leader.
     pub leader: &'e Event<'e>,
     /// The sampling counters, in the configuration's order.
@@ -282,7 +286,7 @@ impl<'m, 'e> Cpu<'m, 'e> {
         let leader_id = config.event_id(index, 0);
         let pt = PtPmu::new(
             tracer,
-            &IdentityMap,
+            IdentityMap,
             buffer,
             area,
             ring,
@@ -290,7 +294,7 @@ impl<'m, 'e> Cpu<'m, 'e> {
         )
         .map_err(|e| format!("PT PMU: {e:?}"))?
         .with_platform(platform);
-        let pt: &AreaPtPmu<'m, 'm> = events.pts.alloc(pt);
+        let pt: &SimPt<'m> = events.pts.alloc(pt);
         let buffer: &Buffer<'e> = events.buffers.alloc(Buffer {
             ring,
             aux: Some(area),

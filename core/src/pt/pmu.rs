@@ -29,6 +29,15 @@ use crate::warn_on_once;
 /// The PT driver of one CPU (Linux's per-CPU `struct pt`), tracing into
 /// the AUX buffer its open transaction holds.
 ///
+/// It holds its seams by value: the tracer `H` (the MSRs) and the address
+/// map `P`, each a type the compiler sees through, so that driving them
+/// costs no indirect call (a borrow works too: `&SoftTracer`, or `&dyn
+/// TraceHw` where one driver serves several tracers). Its own methods
+/// ([`add`](Self::add), [`start`](Self::start), [`stop`](Self::stop),
+/// [`del`](Self::del), [`snapshot_aux`](Self::snapshot_aux)) take what
+/// `pt.c`'s callbacks read of the event and nothing else; its [`Pmu`]
+/// implementation is the adapter the event layer calls.
+///
 /// Every field is a same-CPU word: task context (the PMU callbacks, with
 /// interrupts masked) and the PMI on this CPU both touch them, with the
 /// `WRITE_ONCE` + `barrier()` discipline of `pt.c`.
@@ -44,9 +53,11 @@ use crate::warn_on_once;
 /// returned, valid until that `end` (the [`AuxOutput`] contract). It is
 /// cleared before `end` is called, so no path reaches a buffer whose
 /// transaction ended: the driver holds no buffer past `free_aux`.
-pub struct PtPmu<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> {
-    hw: &'x dyn TraceHw,
-    phys: &'x dyn PhysMap,
+pub struct PtPmu<'x, O: AuxOutput<Buffer = PtBuffer<'x>>, H: TraceHw, P: PhysMap> {
+    /// The tracer's MSRs.
+    hw: H,
+    /// Physical addresses of the tables and pages, as the MSRs take them.
+    phys: P,
     /// The transactions on the AUX buffer of the event running here.
     output: O,
     /// The buffer of the open AUX transaction (`perf_get_aux(&pt->handle)`),
@@ -93,15 +104,15 @@ pub struct PtPmu<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> {
 }
 
 /// The PT driver of one CPU tracing into perfaux's own AUX area.
-pub type AreaPtPmu<'x, 'a> = PtPmu<'x, AreaOutput<'x, 'a, PtBuffer<'x>>>;
+pub type AreaPtPmu<'x, 'a, H, P> = PtPmu<'x, AreaOutput<'x, 'a, PtBuffer<'x>>, H, P>;
 
-impl<'x, 'a> AreaPtPmu<'x, 'a> {
+impl<'x, 'a, H: TraceHw, P: PhysMap> AreaPtPmu<'x, 'a, H, P> {
     /// A PMU tracing with `hw` into `buffer` (built over `area`'s pages),
     /// writing `PERF_RECORD_AUX` for `record_event` into `ring`. `EINVAL`
     /// if `buffer` is not over `area`'s pages, in `area`'s mode.
     pub fn new(
-        hw: &'x dyn TraceHw,
-        phys: &'x dyn PhysMap,
+        hw: H,
+        phys: P,
         buffer: &'x PtBuffer<'x>,
         area: &'x AuxArea<'a>,
         ring: &'x Ring<'a>,
@@ -128,10 +139,10 @@ impl<'x, 'a> AreaPtPmu<'x, 'a> {
     }
 }
 
-impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> PtPmu<'x, O> {
+impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>, H: TraceHw, P: PhysMap> PtPmu<'x, O, H, P> {
     /// The driver of one CPU tracing with `hw`, its transactions (and
     /// through them the buffers it traces into) from `output`.
-    pub fn with_output(hw: &'x dyn TraceHw, phys: &'x dyn PhysMap, output: O) -> Self {
+    pub fn with_output(hw: H, phys: P, output: O) -> Self {
         // INVARIANT: no transaction is open.
         PtPmu {
             hw,
@@ -154,6 +165,11 @@ impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> PtPmu<'x, O> {
     /// The AUX output.
     pub fn output(&self) -> &O {
         &self.output
+    }
+
+    /// The tracer this driver programs.
+    pub fn hw(&self) -> &H {
+        &self.hw
     }
 
     /// Whether an AUX transaction is open on this CPU (`pt->handle.event`).
@@ -533,31 +549,21 @@ impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> PtPmu<'x, O> {
     }
 }
 
-impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> Pmu for PtPmu<'x, O> {
-    fn caps(&self) -> PmuCaps {
-        PmuCaps::AUX
-            | PmuCaps::SNAPSHOT_AUX
-            | PmuCaps::ITRACE
-            | PmuCaps::EXCLUSIVE
-            | PmuCaps::AUX_PAUSE
-    }
-
-    fn event_init(&self, attr: &crate::abi::PerfEventAttr) -> Result<()> {
-        // `pt_event_init`: the config bits as `pt_event_valid` checks them.
-        PtConfig::from_attr(attr.config).map(|_| ())
-    }
-
-    fn add(&self, event: &EventInfo<'_>, flags: u32) -> Result<()> {
+impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>, H: TraceHw, P: PhysMap> PtPmu<'x, O, H, P> {
+    /// `pt_event_add`: the event `id` with `attr.config` `config` comes to
+    /// this CPU; with [`ef::START`] tracing starts (unless `aux_paused`).
+    /// `EBUSY` while another PT event is here, `EINVAL` for a configuration
+    /// `pt_event_valid` refuses or a start that leaves the event stopped.
+    pub fn add(&self, id: u64, config: u64, aux_paused: bool, flags: u32) -> Result<()> {
         // One PT event per CPU (`if (pt->handle.event) goto fail`).
         if self.busy.load() || self.in_transaction() {
             return Err(Error::Busy);
         }
         // `pt_event_init` refuses what `pt_event_valid` refuses; an event
         // that got past it elsewhere is refused here.
-        self.config
-            .store(PtConfig::from_attr(event.attr.config)?.rtit_ctl());
-        self.paused.store(event.aux_paused);
-        self.event.store(event.id.wrapping_add(1));
+        self.config.store(PtConfig::from_attr(config)?.rtit_ctl());
+        self.paused.store(aux_paused);
+        self.event.store(id.wrapping_add(1));
         if flags & ef::START != 0 {
             // A start that leaves the event stopped fails the group's schedule.
             self.start_tracing().map_err(|_| Error::Invalid)?;
@@ -565,12 +571,16 @@ impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> Pmu for PtPmu<'x, O> {
         Ok(())
     }
 
-    fn del(&self, event: &EventInfo<'_>, _flags: u32) {
-        self.stop(event, ef::UPDATE);
+    /// `pt_event_del`: a stop with [`ef::UPDATE`].
+    pub fn del(&self) {
+        self.stop(false, ef::UPDATE);
     }
 
-    fn start(&self, event: &EventInfo<'_>, flags: u32) {
-        self.paused.store(event.aux_paused);
+    /// `pt_event_start`: with [`ef::RESUME`], a paused trace goes on
+    /// (unless `aux_paused`); otherwise the AUX transaction opens and
+    /// tracing starts (a start that cannot trace leaves the event stopped).
+    pub fn start(&self, aux_paused: bool, flags: u32) {
+        self.paused.store(aux_paused);
         if flags & ef::RESUME != 0 {
             // Only a trace that is configured, and neither stopped by its
             // output nor in error, is resumed; a PMI may clear the status
@@ -591,10 +601,14 @@ impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> Pmu for PtPmu<'x, O> {
         let _ = self.start_tracing();
     }
 
-    fn stop(&self, event: &EventInfo<'_>, flags: u32) {
+    /// `pt_event_stop`: with [`ef::PAUSE`], tracing pauses (`aux_paused`
+    /// as the event layer set it) and the transaction stays open; otherwise
+    /// tracing stops, and with [`ef::UPDATE`] the transaction ends with
+    /// what was written.
+    pub fn stop(&self, aux_paused: bool, flags: u32) {
         if flags & ef::PAUSE != 0 {
             // Pause: the hardware stops; the transaction stays open.
-            self.paused.store(event.aux_paused);
+            self.paused.store(aux_paused);
             if self.pause_allowed.load() {
                 self.config_stop();
             }
@@ -616,12 +630,11 @@ impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> Pmu for PtPmu<'x, O> {
         }
     }
 
-    fn snapshot_aux(
-        &self,
-        _event: &EventInfo<'_>,
-        sink: &mut dyn OutputSink,
-        size: u64,
-    ) -> Result<u64> {
+    /// `pt_event_snapshot_aux`: copies the newest `size` bytes of the
+    /// snapshot buffer's trace into `sink` (a sample's AUX block), from PMI
+    /// context, leaving the trace undisturbed. Returns the bytes copied: 0
+    /// with no snapshot buffer here, or inside the driver's own update.
+    pub fn snapshot_aux(&self, sink: &mut dyn OutputSink, size: u64) -> Result<u64> {
         // Inside the driver's own update there is nothing consistent to copy.
         if size == 0 || self.busy.load() {
             return Ok(0);
@@ -664,5 +677,47 @@ impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>> Pmu for PtPmu<'x, O> {
             self.pause_allowed.store(true);
         }
         n
+    }
+}
+
+/// The event layer's view of the driver: each callback passes on what the
+/// driver reads of the event.
+impl<'x, O: AuxOutput<Buffer = PtBuffer<'x>>, H: TraceHw, P: PhysMap> Pmu for PtPmu<'x, O, H, P> {
+    fn caps(&self) -> PmuCaps {
+        PmuCaps::AUX
+            | PmuCaps::SNAPSHOT_AUX
+            | PmuCaps::ITRACE
+            | PmuCaps::EXCLUSIVE
+            | PmuCaps::AUX_PAUSE
+    }
+
+    fn event_init(&self, attr: &crate::abi::PerfEventAttr) -> Result<()> {
+        // `pt_event_init`: the config bits as `pt_event_valid` checks them.
+        PtConfig::from_attr(attr.config).map(|_| ())
+    }
+
+    fn add(&self, event: &EventInfo<'_>, flags: u32) -> Result<()> {
+        PtPmu::add(self, event.id, event.attr.config, event.aux_paused, flags)
+    }
+
+    fn del(&self, _event: &EventInfo<'_>, _flags: u32) {
+        PtPmu::del(self);
+    }
+
+    fn start(&self, event: &EventInfo<'_>, flags: u32) {
+        PtPmu::start(self, event.aux_paused, flags);
+    }
+
+    fn stop(&self, event: &EventInfo<'_>, flags: u32) {
+        PtPmu::stop(self, event.aux_paused, flags);
+    }
+
+    fn snapshot_aux(
+        &self,
+        _event: &EventInfo<'_>,
+        sink: &mut dyn OutputSink,
+        size: u64,
+    ) -> Result<u64> {
+        PtPmu::snapshot_aux(self, sink, size)
     }
 }

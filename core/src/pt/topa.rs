@@ -175,6 +175,19 @@ pub trait PhysMap {
     fn to_virt(&self, phys: u64) -> *mut u8;
 }
 
+/// A reference maps as what it refers to: a driver holds its map by value,
+/// and that value may be a borrow (`&IdentityMap`, `&dyn PhysMap`).
+impl<T: PhysMap + ?Sized> PhysMap for &T {
+    #[inline(always)]
+    fn to_phys(&self, virt: *const u8) -> u64 {
+        (**self).to_phys(virt)
+    }
+    #[inline(always)]
+    fn to_virt(&self, phys: u64) -> *mut u8 {
+        (**self).to_virt(phys)
+    }
+}
+
 /// Virtual addresses are physical addresses (host simulation).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct IdentityMap;

@@ -71,6 +71,48 @@ pub trait TraceHw {
     fn set_status(&self, status: u64);
 }
 
+/// A reference is programmed as what it refers to: a driver holds its
+/// tracer by value, and that value may be a borrow (`&SoftTracer`, `&dyn
+/// TraceHw`).
+impl<T: TraceHw + ?Sized> TraceHw for &T {
+    #[inline(always)]
+    fn enable(&self) {
+        (**self).enable();
+    }
+    #[inline(always)]
+    fn disable(&self) {
+        (**self).disable();
+    }
+    #[inline(always)]
+    fn enabled(&self) -> bool {
+        (**self).enabled()
+    }
+    #[inline(always)]
+    fn set_topa(&self, topa: bool) {
+        (**self).set_topa(topa);
+    }
+    #[inline(always)]
+    fn set_output(&self, base: u64, mask_ptrs: u64) {
+        (**self).set_output(base, mask_ptrs);
+    }
+    #[inline(always)]
+    fn output(&self) -> (u64, u64) {
+        (**self).output()
+    }
+    #[inline(always)]
+    fn configure(&self, config: PtConfig) {
+        (**self).configure(config);
+    }
+    #[inline(always)]
+    fn status(&self) -> u64 {
+        (**self).status()
+    }
+    #[inline(always)]
+    fn set_status(&self, status: u64) {
+        (**self).set_status(status);
+    }
+}
+
 /// A software stand-in for the tracer of one CPU.
 ///
 /// Single-CPU object: trace events and the driver's MSR accesses come from

@@ -11,6 +11,7 @@ use perfaux::aux::AreaOutput;
 use perfaux::pmu::Pmu;
 use perfaux::pt::pmu::PtPmu;
 use perfaux::pt::tracer::SoftTracer;
+use perfaux::ring::OutputSink;
 use perfaux::{Error, Result};
 
 use super::buffer::{buffer_hold, perfaux_pt_buffer};
@@ -43,9 +44,13 @@ pub(crate) struct CpuBox {
     holds: Option<AreaHolds>,
     pub(super) phys: CPhysMap,
     pub(super) platform: CPlatform,
-    pub(super) tracer: SoftTracer<'static>,
-    pub(super) pmu: PtPmu<'static, PtOutput>,
+    /// The driver, holding the software tracer it programs.
+    pub(super) pmu: CpuPmu,
 }
+
+/// The PT driver of a CPU object: it owns its tracer, which translates
+/// addresses with the object's phys map.
+pub(super) type CpuPmu = PtPmu<'static, PtOutput, SoftTracer<'static>, &'static CPhysMap>;
 
 /// The holds of a CPU object over a perfaux AUX area: the ring its
 /// `PERF_RECORD_AUX` go to, the area and the area's PT buffer.
@@ -125,12 +130,7 @@ unsafe fn build_cpu(
         Ok(o) => o,
         Err(e) => return e.errno(),
     };
-    // SAFETY: `b` is valid storage for a CpuBox (asserted size and
-    // alignment, this function's `# Safety`); the field is not yet written.
-    unsafe { addr_of_mut!((*b).tracer).write(SoftTracer::new(phys, psb_period)) };
-    // SAFETY: just written, living as long as the storage, which does not
-    // move (this function's `# Safety`).
-    let tracer: &'static SoftTracer<'static> = unsafe { &*addr_of!((*b).tracer) };
+    let tracer = SoftTracer::new(phys, psb_period);
     // SAFETY: valid storage; the live word goes last.
     unsafe {
         addr_of_mut!((*b).pmu).write(PtPmu::with_output(tracer, phys, output));
@@ -261,21 +261,25 @@ pub unsafe extern "C" fn perfaux_pt_cpu_fini(cpu: *mut perfaux_pt_cpu) -> c_int 
         return Error::Busy.errno();
     }
     let b = cpu.cast::<CpuBox>();
-    // SAFETY: live: marked dead, then dropped once (the PMU before what it
-    // refers to, the holds last).
+    // SAFETY: live: marked dead, then dropped once (the PMU, with its
+    // tracer, before what it refers to, the holds last).
     unsafe {
         addr_of_mut!((*b).live).write(0);
         ptr::drop_in_place(addr_of_mut!((*b).pmu));
-        ptr::drop_in_place(addr_of_mut!((*b).tracer));
         ptr::drop_in_place(addr_of_mut!((*b).holds));
     }
     0
 }
 
 impl CpuBox {
-    /// The PMU.
-    pub(crate) fn pmu(&self) -> &dyn Pmu {
-        &self.pmu
+    /// A sample's AUX block from this CPU's trace (`pt_event_snapshot_aux`).
+    pub(crate) fn snapshot_aux(&self, sink: &mut dyn OutputSink, size: u64) -> Result<u64> {
+        self.pmu.snapshot_aux(sink, size)
+    }
+
+    /// The software tracer the driver programs.
+    pub(crate) fn tracer(&self) -> &SoftTracer<'static> {
+        self.pmu.hw()
     }
 
     /// The PMU with a hold on this CPU object, for an event opened on it:

@@ -5,8 +5,7 @@
 use core::ffi::c_int;
 
 use perfaux::Error;
-use perfaux::abi::PerfEventAttr;
-use perfaux::pmu::{EventInfo, Pmu, ef};
+use perfaux::pmu::ef;
 
 use super::cpu::{cpu_ref, perfaux_pt_cpu};
 use crate::sink::{CSink, perfaux_sink, snapshot_to_c};
@@ -30,32 +29,6 @@ const _: () = assert!(
         && PERFAUX_EF_PAUSE == ef::PAUSE
         && PERFAUX_EF_RESUME == ef::RESUME
 );
-
-/// The event a PMU callback sees from C that gives none.
-pub(crate) fn no_info() -> EventInfo<'static> {
-    EventInfo {
-        attr: &NO_ATTR,
-        id: 0,
-        cpu: -1,
-        aux_paused: false,
-    }
-}
-
-/// The attr of a PT event C gives no configuration for (config 0).
-static NO_ATTR: PerfEventAttr = PerfEventAttr::new(136);
-
-/// Runs `f` with the event a PMU callback from C sees: an attr with
-/// `config`, `hw.aux_paused` as given.
-fn with_info<R>(id: u64, config: u64, aux_paused: u32, f: impl FnOnce(&EventInfo<'_>) -> R) -> R {
-    let mut attr = PerfEventAttr::new(136);
-    attr.config = config;
-    f(&EventInfo {
-        attr: &attr,
-        id,
-        cpu: -1,
-        aux_paused: aux_paused != 0,
-    })
-}
 
 fn flags_ok(flags: u32, allowed: u32) -> bool {
     flags & !allowed == 0
@@ -108,7 +81,7 @@ pub unsafe extern "C" fn perfaux_pt_add(
     if !flags_ok(flags, PERFAUX_EF_START) || aux_paused > 1 {
         return Error::Invalid.errno();
     }
-    match with_info(event_id, attr_config, aux_paused, |i| b.pmu.add(i, flags)) {
+    match b.pmu.add(event_id, attr_config, aux_paused != 0, flags) {
         Ok(()) => 0,
         Err(e) => e.errno(),
     }
@@ -129,7 +102,7 @@ pub unsafe extern "C" fn perfaux_pt_del(cpu: *mut perfaux_pt_cpu, flags: u32) ->
     if !flags_ok(flags, PERFAUX_EF_UPDATE) {
         return Error::Invalid.errno();
     }
-    b.pmu.del(&no_info(), flags);
+    b.pmu.del();
     0
 }
 
@@ -153,7 +126,7 @@ pub unsafe extern "C" fn perfaux_pt_start(
     if !flags_ok(flags, PERFAUX_EF_RELOAD | PERFAUX_EF_RESUME) || aux_paused > 1 {
         return Error::Invalid.errno();
     }
-    with_info(0, 0, aux_paused, |i| b.pmu.start(i, flags));
+    b.pmu.start(aux_paused != 0, flags);
     0
 }
 
@@ -177,7 +150,7 @@ pub unsafe extern "C" fn perfaux_pt_stop(
     if !flags_ok(flags, PERFAUX_EF_UPDATE | PERFAUX_EF_PAUSE) || aux_paused > 1 {
         return Error::Invalid.errno();
     }
-    with_info(0, 0, aux_paused, |i| b.pmu.stop(i, flags));
+    b.pmu.stop(aux_paused != 0, flags);
     0
 }
 
@@ -206,7 +179,7 @@ pub unsafe extern "C" fn perfaux_pt_snapshot_aux(
     let Some(sink) = (unsafe { read_in(sink) }).filter(|s| s.copy.is_some()) else {
         return i64::from(Error::Invalid.errno());
     };
-    snapshot_to_c(b.pmu.snapshot_aux(&no_info(), &mut CSink(sink), size))
+    snapshot_to_c(b.pmu.snapshot_aux(&mut CSink(sink), size))
 }
 
 /// The ToPA PMI handler (`intel_pt_interrupt`): stops, ends the

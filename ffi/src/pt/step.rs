@@ -135,8 +135,8 @@ pub unsafe extern "C" fn perfaux_stepper_fini(stepper: *mut perfaux_stepper) -> 
 /// Feeds `event` to the CPU's tracer, counting the ToPA PMIs it raises.
 fn feed<'a>(cpu: &'a CpuBox, pmis: &'a mut u32) -> impl FnMut(TraceEvent) + 'a {
     move |event| {
-        cpu.tracer.trace(event);
-        *pmis = pmis.saturating_add(cpu.tracer.take_pmi());
+        cpu.tracer().trace(event);
+        *pmis = pmis.saturating_add(cpu.tracer().take_pmi());
     }
 }
 

@@ -104,8 +104,8 @@ pub unsafe extern "C" fn perfaux_pt_trace(
     let Some(event) = (unsafe { read_in(event) }).and_then(|e| trace_event(&e)) else {
         return Error::Invalid.errno();
     };
-    b.tracer.trace(event);
-    b.tracer.take_pmi().min(i32::MAX as u32) as c_int
+    b.tracer().trace(event);
+    b.tracer().take_pmi().min(i32::MAX as u32) as c_int
 }
 
 /// Feeds the software tracer `count` events at once, in order, as
@@ -156,10 +156,10 @@ pub unsafe extern "C" fn perfaux_pt_trace_all(
         for (k, slot) in piece.iter_mut().take(n).enumerate() {
             *slot = event_at(done + k).unwrap_or(TraceEvent::Pad);
         }
-        b.tracer.trace_all(piece.get(..n).unwrap_or_default());
+        b.tracer().trace_all(piece.get(..n).unwrap_or_default());
         done += n;
     }
-    b.tracer.take_pmi().min(i32::MAX as u32) as c_int
+    b.tracer().take_pmi().min(i32::MAX as u32) as c_int
 }
 
 fn trace_event(e: &perfaux_trace_event) -> Option<TraceEvent> {
@@ -235,7 +235,7 @@ pub unsafe extern "C" fn perfaux_pt_written(cpu: *const perfaux_pt_cpu) -> i64 {
     // SAFETY: `cpu` is NULL or `struct perfaux_pt_cpu` storage (this function's `# Safety`),
     // which is what `cpu_ref` needs.
     match unsafe { cpu_ref(cpu) } {
-        Some(b) => b.tracer.written().min(i64::MAX as u64) as i64,
+        Some(b) => b.tracer().written().min(i64::MAX as u64) as i64,
         None => i64::from(Error::Invalid.errno()),
     }
 }

@@ -80,6 +80,10 @@ impl Pmu for CounterPmu {
     fn stop(&self, _: &EventInfo<'_>, _: u32) {}
 }
 
+/// The PT driver of a thread: it programs the thread's tracer, which the
+/// instrumentation also feeds, over an identity address map.
+pub type ThreadPt = AreaPtPmu<'static, 'static, &'static SoftTracer<'static>, IdentityMap>;
+
 /// A thread's PT half: the AUX area, the software tracer, and the PT PMU
 /// over them.
 pub struct Pt {
@@ -88,7 +92,7 @@ pub struct Pt {
     /// The software PT tracer.
     pub tracer: &'static SoftTracer<'static>,
     /// The PT PMU over `tracer`, `area` and the ring.
-    pub pmu: &'static AreaPtPmu<'static, 'static>,
+    pub pmu: &'static ThreadPt,
 }
 
 /// One thread's engine objects.
@@ -237,10 +241,10 @@ impl Engine {
             id: event_id(slot, 0),
             sample_id: Some(trailer(&session.header().leader_attr, slot, 0, 0, 0)),
         };
-        let pmu = PtPmu::new(tracer, &IdentityMap, buffer, area, ring, record_event)
+        let pmu = PtPmu::new(tracer, IdentityMap, buffer, area, ring, record_event)
             .map_err(|e| format!("PT PMU: {e:?}"))?
             .with_platform(platform);
-        let pmu: &'static AreaPtPmu<'static, 'static> = Box::leak(Box::new(pmu));
+        let pmu: &'static ThreadPt = Box::leak(Box::new(pmu));
         Ok(Pt { area, tracer, pmu })
     }
 }
