@@ -27,7 +27,7 @@
  * event follows. A trap's work is bounded whatever the thread runs: at
  * most 15 bytes of code read without faulting (an unreadable page makes
  * the step a resync, never a fault), one decode, and at most
- * perfaux::pt::step::MAX_EVENTS_PER_CALL (6) trace events, each a bounded
+ * perfaux::soft_pt::step::MAX_EVENTS_PER_CALL (6) trace events, each a bounded
  * number of packet bytes; a REP string instruction traps per iteration but
  * does the same bounded work each time.
  */

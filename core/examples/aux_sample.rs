@@ -14,10 +14,11 @@ use perfaux::aux::{AuxArea, AuxConfig};
 use perfaux::event::{Buffer, Event, EventConfig};
 use perfaux::pmu::{EventInfo, Platform, Pmu};
 use perfaux::pt::topa::{IdentityMap, TopaTable};
-use perfaux::pt::tracer::SoftTracer;
-use perfaux::pt::{buffer::PtBuffer, pmu::PtPmu, stream::TraceEvent};
+use perfaux::pt::{buffer::PtBuffer, pmu::PtPmu};
 use perfaux::ring::{Consumer, FixedEvent, Ring, RingConfig};
 use perfaux::sample::{IrqMask, SampleData};
+use perfaux::soft_pt::stream::TraceEvent;
+use perfaux::soft_pt::tracer::SoftTracer;
 
 #[repr(C, align(4096))]
 struct Page([u8; 4096]);

@@ -34,7 +34,6 @@
 //! ```
 
 use crate::abi::{branch_flags, branch_sample_type as br, branch_type};
-use crate::pt::stream::TraceEvent;
 
 /// Entries an [`Lbr`] keeps: 32, the depth of Intel's LBR since Skylake
 /// (`x86_pmu.lbr_nr`).
@@ -73,23 +72,6 @@ impl BranchKind {
             BranchKind::Call => branch_type::CALL,
             BranchKind::IndirectCall => branch_type::IND_CALL,
             BranchKind::Return => branch_type::RET,
-        }
-    }
-
-    /// The kind of the taken branch a trace event reports: `None` for a
-    /// conditional branch not taken and for what is no branch instruction
-    /// (asynchronous exits, changes of tracing state, time).
-    pub const fn of(event: &TraceEvent) -> Option<BranchKind> {
-        match event {
-            TraceEvent::Conditional { taken: true, .. } => Some(BranchKind::Conditional),
-            TraceEvent::Jump { .. } => Some(BranchKind::Jump),
-            TraceEvent::Call {
-                indirect: false, ..
-            } => Some(BranchKind::Call),
-            TraceEvent::Call { indirect: true, .. } => Some(BranchKind::IndirectCall),
-            TraceEvent::Return { .. } => Some(BranchKind::Return),
-            TraceEvent::Indirect { .. } => Some(BranchKind::IndirectJump),
-            _ => None,
         }
     }
 
@@ -496,37 +478,6 @@ mod tests {
             let got: Vec<u64> = stack(&lbr).iter().map(|e| e[0]).collect();
             assert_eq!(got, expect);
         }
-    }
-
-    #[test]
-    fn a_trace_event_says_the_kind_of_its_taken_branch() {
-        let c = |taken| TraceEvent::Conditional { taken, next: 1 };
-        assert_eq!(BranchKind::of(&c(true)), Some(BranchKind::Conditional));
-        assert_eq!(BranchKind::of(&c(false)), None);
-        let call = |indirect| TraceEvent::Call {
-            target: 1,
-            ret: 2,
-            indirect,
-        };
-        assert_eq!(BranchKind::of(&call(false)), Some(BranchKind::Call));
-        assert_eq!(BranchKind::of(&call(true)), Some(BranchKind::IndirectCall));
-        assert_eq!(
-            BranchKind::of(&TraceEvent::Jump { target: 1 }),
-            Some(BranchKind::Jump)
-        );
-        assert_eq!(
-            BranchKind::of(&TraceEvent::Return { target: 1 }),
-            Some(BranchKind::Return)
-        );
-        assert_eq!(
-            BranchKind::of(&TraceEvent::Indirect { target: 1 }),
-            Some(BranchKind::IndirectJump)
-        );
-        assert_eq!(
-            BranchKind::of(&TraceEvent::Async { from: 1, to: None }),
-            None
-        );
-        assert_eq!(BranchKind::of(&TraceEvent::Enable(1)), None);
     }
 
     #[test]

@@ -20,10 +20,12 @@
 //!   (with the AUX block from `snapshot_aux`);
 //! - [`event`], [`pmu`]: events and groups (AUX leader link, states,
 //!   output redirection, inheritance, the overflow flow) over the PMU contract;
-//! - [`pt`]: the PT-style PMU: packets, ToPA, a software tracer, and the
-//!   PMU in snapshot and full-trace modes;
-//! - [`insn`]: an x86-64 instruction length decoder and branch classifier,
-//!   for a tracer that follows a program one instruction at a time;
+//! - [`pt`]: the PT-style PMU driver (`pt.c`'s twin): `attr.config`, ToPA,
+//!   the AUX buffer, the PMU in snapshot and full-trace modes, and the
+//!   tracer seam it programs;
+//! - [`soft_pt`]: a software Intel PT behind that seam: the tracer, its
+//!   packet stream, and its flow sources (single-step with an x86-64
+//!   instruction decoder, an emulator's translation blocks);
 //! - [`lbr`]: a software last-branch record, the branch stacks of samples
 //!   (`PERF_SAMPLE_BRANCH_STACK`) from the branches a flow takes;
 //! - [`ring`]: the data ring: output handles with NMI nesting, lost
@@ -46,9 +48,10 @@
 //! use perfaux::abi::PerfEventMmapPage;
 //! use perfaux::aux::{AuxArea, AuxConfig};
 //! use perfaux::pmu::ef;
-//! use perfaux::pt::{buffer::PtBuffer, pmu::PtPmu, stream::TraceEvent};
+//! use perfaux::pt::{buffer::PtBuffer, pmu::PtPmu};
+//! use perfaux::soft_pt::stream::TraceEvent;
 //! use perfaux::pt::topa::{IdentityMap, TopaTable};
-//! use perfaux::pt::tracer::SoftTracer;
+//! use perfaux::soft_pt::tracer::SoftTracer;
 //! use perfaux::ring::{FixedEvent, OutputSink, Ring, RingConfig};
 //!
 //! #[repr(C, align(4096))]
@@ -124,9 +127,10 @@
 //! use perfaux::aux::{AuxArea, AuxConfig};
 //! use perfaux::event::{Buffer, Event, EventConfig};
 //! use perfaux::pmu::{EventInfo, Platform, Pmu};
-//! use perfaux::pt::{buffer::PtBuffer, pmu::PtPmu, stream::TraceEvent};
+//! use perfaux::pt::{buffer::PtBuffer, pmu::PtPmu};
+//! use perfaux::soft_pt::stream::TraceEvent;
 //! use perfaux::pt::topa::{IdentityMap, TopaTable};
-//! use perfaux::pt::tracer::SoftTracer;
+//! use perfaux::soft_pt::tracer::SoftTracer;
 //! use perfaux::ring::{Consumer, FixedEvent, Ring, RingConfig, read_header};
 //! use perfaux::sample::{IrqMask, SampleData};
 //! use perfaux::PmuCaps;
@@ -246,13 +250,13 @@ pub mod aux;
 mod caps;
 mod error;
 pub mod event;
-pub mod insn;
 pub mod lbr;
 pub mod platform;
 pub mod pmu;
 pub mod pt;
 pub mod ring;
 pub mod sample;
+pub mod soft_pt;
 mod sync;
 pub mod warn;
 

@@ -18,8 +18,8 @@ use perfaux::aux::{AuxOutput, AuxTransaction};
 use perfaux::local::{LocalBool, LocalPtr};
 use perfaux::pt::buffer::PtBuffer;
 use perfaux::pt::pmu::PtPmu;
-use perfaux::pt::stream::TraceEvent;
-use perfaux::pt::tracer::SoftTracer;
+use perfaux::soft_pt::stream::TraceEvent;
+use perfaux::soft_pt::tracer::SoftTracer;
 
 use crate::buffer::PaxBuf;
 use crate::percpu::irq_regs;

@@ -831,10 +831,11 @@ fn sample_path(c: &mut Criterion) {
 fn pt_path(c: &mut Criterion) {
     use perfaux::pmu::EventInfo;
     use perfaux::pt::buffer::PtBuffer;
+    use perfaux::pt::hw::TraceHw;
     use perfaux::pt::pmu::PtPmu;
-    use perfaux::pt::stream::TraceEvent;
     use perfaux::pt::topa::{IdentityMap, TopaTable};
-    use perfaux::pt::tracer::{SoftTracer, TraceHw};
+    use perfaux::soft_pt::stream::TraceEvent;
+    use perfaux::soft_pt::tracer::SoftTracer;
 
     let mut group = c.benchmark_group("pt");
     let mem = RingMemory::new(4, 0);

@@ -3,8 +3,8 @@
 //! a model that keeps every trace byte, and a decodability check.
 
 use perfaux::pmu::{EventInfo, Platform, Pmu};
-use perfaux::pt::stream::PacketSink;
 use perfaux::sample::IrqMask;
+use perfaux::soft_pt::stream::PacketSink;
 use perfaux::{PmuCaps, Result};
 
 /// The platform of a single CPU 0, with interrupts already masked.
@@ -112,14 +112,14 @@ pub struct Pt<'p, 'x> {
     /// The AUX area.
     pub area: &'p perfaux::aux::AuxArea<'x>,
     /// The software tracer.
-    pub tracer: &'p perfaux::pt::tracer::SoftTracer<'x>,
+    pub tracer: &'p perfaux::soft_pt::tracer::SoftTracer<'x>,
     /// Every byte the tracer wrote.
     pub model: &'p std::cell::RefCell<StreamModel>,
     /// The PMU.
     pub pmu: &'p perfaux::pt::pmu::AreaPtPmu<
         'x,
         'x,
-        &'x perfaux::pt::tracer::SoftTracer<'x>,
+        &'x perfaux::soft_pt::tracer::SoftTracer<'x>,
         perfaux::pt::topa::IdentityMap,
     >,
 }
@@ -153,7 +153,7 @@ pub fn with_pt<R>(
         perfaux::pt::buffer::PtBuffer::new(&mut tables, aux.pages(), overwrite, &IdentityMap)
     }
     .expect("ToPA tables");
-    let tracer = perfaux::pt::tracer::SoftTracer::new(&IdentityMap, psb_period);
+    let tracer = perfaux::soft_pt::tracer::SoftTracer::new(&IdentityMap, psb_period);
     let model = std::cell::RefCell::new(StreamModel::default());
     tracer.set_tap(Some(&model));
     let pmu =

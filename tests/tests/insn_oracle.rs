@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! perfaux's x86-64 length decoder and branch classifier (`perfaux::insn`)
+//! perfaux's x86-64 length decoder and branch classifier (`perfaux::soft_pt::insn`)
 //! against iced-x86, an independent, complete decoder: for every opcode of
 //! every map under many prefix, ModRM and SIB combinations, and for random
 //! byte strings, every encoding iced decodes must get the same length from
@@ -8,7 +8,7 @@
 //! a branch, iced decodes as that branch.
 
 use iced_x86::{Code, Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic};
-use perfaux::insn::{Branch, InsnError, MAX_INSN_LEN, decode};
+use perfaux::soft_pt::insn::{Branch, InsnError, MAX_INSN_LEN, decode};
 
 const IP: u64 = 0x7f00_0000_1000;
 

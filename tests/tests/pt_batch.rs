@@ -14,12 +14,13 @@
 
 use proptest::prelude::*;
 
-use perfaux::pt::packet::ExecMode;
+use perfaux::soft_pt::packet::ExecMode;
 use std::cell::RefCell;
 
-use perfaux::pt::stream::{PacketSink, PacketStream, TraceEvent};
+use perfaux::pt::hw::TraceHw;
 use perfaux::pt::topa::{IdentityMap, PhysMap, Topa, TopaEntry, TopaPosition, TopaTable};
-use perfaux::pt::tracer::{SoftTracer, TraceHw};
+use perfaux::soft_pt::stream::{PacketSink, PacketStream, TraceEvent};
+use perfaux::soft_pt::tracer::SoftTracer;
 use perfaux_tests::mem::AuxMemory;
 
 /// What a run of the tracer leaves: the AUX bytes, the output position,

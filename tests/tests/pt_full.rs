@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use perfaux::abi::{PerfEventAttr, aux_flags, record_type};
 use perfaux::pmu::{EventInfo, ef};
-use perfaux::pt::stream::TraceEvent;
 use perfaux::ring::{FixedEvent, read_header};
+use perfaux::soft_pt::stream::TraceEvent;
 use perfaux_tests::mem::{AuxMemory, RingMemory};
 use perfaux_tests::shims::with_pt;
 

@@ -14,9 +14,9 @@ use perfaux::aux::{AuxOutput, AuxTransaction};
 use perfaux::pmu::{EventInfo, ef};
 use perfaux::pt::buffer::PtBuffer;
 use perfaux::pt::pmu::PtPmu;
-use perfaux::pt::stream::TraceEvent;
 use perfaux::pt::topa::{IdentityMap, TopaTable};
-use perfaux::pt::tracer::SoftTracer;
+use perfaux::soft_pt::stream::TraceEvent;
+use perfaux::soft_pt::tracer::SoftTracer;
 use perfaux_tests::mem::AuxMemory;
 use proptest::prelude::*;
 

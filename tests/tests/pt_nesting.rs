@@ -9,9 +9,9 @@ use std::cell::Cell;
 
 use perfaux::abi::{PerfEventAttr, record_type, sample_type as st};
 use perfaux::event::Buffer;
-use perfaux::pt::stream::TraceEvent;
 use perfaux::ring::{FixedEvent, read_header};
 use perfaux::sample::SampleData;
+use perfaux::soft_pt::stream::TraceEvent;
 use perfaux_tests::group::open;
 use perfaux_tests::mem::{AuxMemory, RingMemory};
 use perfaux_tests::shims::{CountingPmu, Cpu0, decodes, interrupt, with_interrupt, with_pt};

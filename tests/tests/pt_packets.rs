@@ -8,11 +8,11 @@ use std::num::NonZero;
 
 use iptr_decoder::utils::reconstruct_ip_and_update_last;
 use iptr_decoder::{DecodeOptions, DecoderContext, HandlePacket, IpReconstructionPattern};
-use perfaux::pt::packet::{
+use perfaux::soft_pt::packet::{
     ExecMode, IpCompressor, IpPacket, OVF, PAD, PSB, PSBEND, cbr, long_tnt, mode_exec, mtc,
     short_tnt, tsc,
 };
-use perfaux::pt::stream::{PacketSink, PacketStream, TraceEvent};
+use perfaux::soft_pt::stream::{PacketSink, PacketStream, TraceEvent};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug, PartialEq)]

@@ -10,10 +10,10 @@
 use perfaux::abi::{PerfEventAttr, aux_flags, record_type, sample_type as st};
 use perfaux::event::Buffer;
 use perfaux::pmu::EventInfo;
-use perfaux::pt::packet::PSB;
-use perfaux::pt::stream::TraceEvent;
 use perfaux::ring::{FixedEvent, read_header};
 use perfaux::sample::SampleData;
+use perfaux::soft_pt::packet::PSB;
+use perfaux::soft_pt::stream::TraceEvent;
 use perfaux_tests::group::{open, try_open};
 use perfaux_tests::mem::{AuxMemory, RingMemory};
 use perfaux_tests::shims::{CountingPmu, Cpu0, decodes, with_pt};
@@ -179,7 +179,7 @@ proptest! {
 /// positions are the output offset, and the output wraps at the page end.
 #[test]
 fn one_page_snapshot_buffer_uses_single_range_output() {
-    use perfaux::pt::tracer::TraceHw;
+    use perfaux::pt::hw::TraceHw;
     let mem = RingMemory::new(4, 0);
     let aux = AuxMemory::new(1, 0);
     with_pt(&mem, &aux, true, 512, FixedEvent::default(), |p| {
@@ -261,7 +261,7 @@ fn the_pt_config_is_checked_at_open_and_programmed_at_start() {
 /// table boundaries it crossed.
 #[test]
 fn a_snapshot_finds_its_table_in_a_buffer_of_several() {
-    use perfaux::pt::tracer::TraceHw;
+    use perfaux::pt::hw::TraceHw;
     use perfaux::ring::SliceSink;
     let mem = RingMemory::new(4, 0);
     let aux = AuxMemory::new(1024, 0);

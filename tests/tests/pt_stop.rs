@@ -7,10 +7,11 @@
 
 use std::cell::RefCell;
 
-use perfaux::pt::packet::PSB;
-use perfaux::pt::stream::TraceEvent;
+use perfaux::pt::hw::{STATUS_STOPPED, TraceHw};
 use perfaux::pt::topa::{IdentityMap, Topa, TopaPosition, TopaTable};
-use perfaux::pt::tracer::{STATUS_STOPPED, SoftTracer, TraceHw};
+use perfaux::soft_pt::packet::PSB;
+use perfaux::soft_pt::stream::TraceEvent;
+use perfaux::soft_pt::tracer::SoftTracer;
 use perfaux_tests::mem::AuxMemory;
 use perfaux_tests::shims::{StreamModel, decodes};
 

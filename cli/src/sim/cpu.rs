@@ -23,11 +23,11 @@ use perfaux::lbr::{BranchFilter, Lbr};
 use perfaux::pmu::{EventInfo, Platform, Pmu};
 use perfaux::pt::buffer::PtBuffer;
 use perfaux::pt::pmu::{AreaPtPmu, PtPmu};
-use perfaux::pt::stream::PacketSink;
 use perfaux::pt::topa::{IdentityMap, TopaTable, tables_for_pages};
-use perfaux::pt::tracer::SoftTracer;
 use perfaux::ring::{FixedEvent, Ring, RingConfig, SampleId};
 use perfaux::sample::IrqMask;
+use perfaux::soft_pt::stream::PacketSink;
+use perfaux::soft_pt::tracer::SoftTracer;
 use typed_arena::Arena as TypedArena;
 
 use super::code::Code;

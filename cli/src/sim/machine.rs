@@ -5,11 +5,11 @@
 //! samples (`Event::overflow`), all in simulated cycles.
 
 use perfaux::abi::{PerfEventHeader, misc, record_type};
-use perfaux::lbr::{BranchKind, LBR_DEPTH};
-use perfaux::pt::stream::TraceEvent;
-use perfaux::pt::tracer::TraceHw;
+use perfaux::lbr::LBR_DEPTH;
+use perfaux::pt::hw::TraceHw;
 use perfaux::ring::{FixedEvent, Ring, SampleId};
 use perfaux::sample::{BranchStack, SampleData};
+use perfaux::soft_pt::stream::TraceEvent;
 
 use super::config::{CYCLES_PER_NS, Counter, Mode, QUANTUM, START_NS, TIMESLICE, TSC_EVERY};
 use super::cpu::Cpu;
@@ -111,7 +111,7 @@ impl Cpu<'_, '_> {
                 || (matches!(event, TraceEvent::Enable(_)) && tracer.enabled()));
         let index = tracer.next_event();
         tracer.trace(event);
-        if let (Some((from, to)), Some(kind)) = (taken, BranchKind::of(&event)) {
+        if let (Some((from, to)), Some(kind)) = (taken, event.branch_kind()) {
             // The LBR sees every branch, traced or not.
             if let Some(lbr) = self.lbr.as_mut() {
                 lbr.record(from, to, kind);

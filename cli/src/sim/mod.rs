@@ -27,7 +27,7 @@ use std::io::{Seek, Write};
 use std::ops::ControlFlow;
 
 use perfaux::event::Event;
-use perfaux::pt::tracer::SoftTracer;
+use perfaux::soft_pt::tracer::SoftTracer;
 
 pub use self::config::{
     CYCLES_PER_NS, Config, Counter, MAX_BUFFER_BYTES, Mode, PSB_PERIOD, PT_TYPE, QUANTUM_NS,
@@ -316,7 +316,7 @@ fn run<R: RecordWriter>(
 mod tests {
     use std::collections::BTreeSet;
 
-    use perfaux::pt::stream::TraceEvent;
+    use perfaux::soft_pt::stream::TraceEvent;
 
     use super::program::Thread;
     use super::*;

@@ -5,7 +5,7 @@
 //! seeded generator, and says what the CPU's PT tracer sees and which
 //! control transfer (if any) it made.
 
-use perfaux::pt::stream::TraceEvent;
+use perfaux::soft_pt::stream::TraceEvent;
 
 use super::code::{BlockId, Code, Terminator};
 use crate::rng::SplitMix64;

@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 use std::ops::Range;
 
 use perfaux::lbr::LBR_DEPTH;
-use perfaux::pt::packet::PSB;
+use perfaux::soft_pt::packet::PSB;
 
 /// One control transfer (`from` or `to` 0: a trace end or start).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -15,8 +15,8 @@
 
 use super::buffer::PtBuffer;
 use super::config::PtConfig;
+use super::hw::{STATUS_ERROR, STATUS_STOPPED, TraceHw};
 use super::topa::{PhysMap, Topa, TopaPosition, TopaTable};
-use super::tracer::{STATUS_ERROR, STATUS_STOPPED, TraceHw};
 use crate::abi::{PAGE_SIZE, aux_flags};
 use crate::aux::{AreaOutput, AuxArea, AuxOutput, AuxTransaction, copy_aux_pages};
 use crate::caps::PmuCaps;

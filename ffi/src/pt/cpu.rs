@@ -10,8 +10,8 @@ use core::ptr::{self, addr_of, addr_of_mut};
 use perfaux::aux::AreaOutput;
 use perfaux::pmu::Pmu;
 use perfaux::pt::pmu::PtPmu;
-use perfaux::pt::tracer::SoftTracer;
 use perfaux::ring::OutputSink;
+use perfaux::soft_pt::tracer::SoftTracer;
 use perfaux::{Error, Result};
 
 use super::buffer::{buffer_hold, perfaux_pt_buffer};

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! The single-step tracer in C (`struct perfaux_stepper`): one CPU's view
-//! of the thread it single-steps (`perfaux::pt::step::Stepper`), writing
+//! of the thread it single-steps (`perfaux::soft_pt::step::Stepper`), writing
 //! into that CPU's software tracer (`struct perfaux_pt_cpu`). A kernel
 //! module sets EFLAGS.TF on the traced thread's return to user mode and
 //! calls, with interrupts off on the stepper's CPU (never from NMI):
@@ -17,8 +17,8 @@ use core::mem::{align_of, size_of};
 use core::ptr::addr_of_mut;
 
 use perfaux::Error;
-use perfaux::pt::step::{Entry, StepError, Stepper};
-use perfaux::pt::stream::TraceEvent;
+use perfaux::soft_pt::step::{Entry, StepError, Stepper};
+use perfaux::soft_pt::stream::TraceEvent;
 
 use super::cpu::{CpuBox, cpu_ref, perfaux_pt_cpu};
 use crate::storage::{live_box, usable};

@@ -5,8 +5,8 @@
 use core::ffi::c_int;
 
 use perfaux::Error;
-use perfaux::pt::packet::ExecMode;
-use perfaux::pt::stream::TraceEvent;
+use perfaux::soft_pt::packet::ExecMode;
+use perfaux::soft_pt::stream::TraceEvent;
 
 use super::cpu::{cpu_ref, perfaux_pt_cpu};
 use crate::storage::read_in;

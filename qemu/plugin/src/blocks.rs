@@ -7,13 +7,13 @@
 //! when such a block follows one whose exit could have gone anywhere, the
 //! kernel may have delivered a signal between the two, and the flow waits
 //! for the handler's return to learn where it interrupted the thread
-//! ([`BlockFlow::deliver`](perfaux::pt::blocks::BlockFlow::deliver)).
+//! ([`BlockFlow::deliver`](perfaux::soft_pt::blocks::BlockFlow::deliver)).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use perfaux::pt::blocks::Block;
+use perfaux::soft_pt::blocks::Block;
 
 /// A translated block and whether a signal handler starts there.
 pub struct Code {

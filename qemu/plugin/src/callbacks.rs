@@ -9,7 +9,7 @@ use std::ptr::null_mut;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
-use perfaux::pt::blocks::Block;
+use perfaux::soft_pt::blocks::Block;
 use qemu_plugin_sys::{
     qemu_info_t, qemu_plugin_cb_flags, qemu_plugin_id_t, qemu_plugin_insn_data,
     qemu_plugin_insn_size, qemu_plugin_insn_vaddr, qemu_plugin_path_to_binary,

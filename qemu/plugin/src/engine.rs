@@ -22,9 +22,9 @@ use perfaux::pmu::{EventInfo, Platform, Pmu};
 use perfaux::pt::buffer::PtBuffer;
 use perfaux::pt::pmu::{AreaPtPmu, PtPmu};
 use perfaux::pt::topa::{IdentityMap, TopaTable, tables_for_pages};
-use perfaux::pt::tracer::SoftTracer;
 use perfaux::ring::{FixedEvent, Ring, RingConfig, SampleId};
 use perfaux::sample::IrqMask;
+use perfaux::soft_pt::tracer::SoftTracer;
 use perfaux_qemu_session::{Mode, event_id};
 
 use crate::session::Session;

@@ -13,7 +13,7 @@
 //! write `PERF_SAMPLE_AUX` samples through the engine's `snapshot_aux`.
 //!
 //! The instruction flow comes from the blocks QEMU executes
-//! ([`perfaux::pt::blocks`]), the side band (COMM, MMAP2, FORK, EXIT) from
+//! ([`perfaux::soft_pt::blocks`]), the side band (COMM, MMAP2, FORK, EXIT) from
 //! the program's system calls and the ELF headers of what QEMU loaded.
 
 // The unit tests link without QEMU, so without the entry points that call

@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use perfaux::abi::{misc, sample_type as st};
 use perfaux::lbr::{BranchFilter, BranchKind, LBR_DEPTH, Lbr};
-use perfaux::pt::blocks::{Block, BlockFlow, FlowSink, MAX_EVENTS_PER_CALL};
-use perfaux::pt::stream::TraceEvent;
 use perfaux::sample::{BranchStack, SampleData};
+use perfaux::soft_pt::blocks::{Block, BlockFlow, FlowSink, MAX_EVENTS_PER_CALL};
+use perfaux::soft_pt::stream::TraceEvent;
 use perfaux_qemu_session::{EXEC_PATH_MAX, Mode, SLOT_DONE, truth};
 
 use crate::blocks::Code;

@@ -13,7 +13,7 @@
 //! (`tests/insn_oracle.rs`).
 //!
 //! ```
-//! use perfaux::insn::{decode, Branch};
+//! use perfaux::soft_pt::insn::{decode, Branch};
 //! // jne +0x10 (rel8): two bytes, a conditional branch.
 //! let jne = decode(&[0x75, 0x10], 0x1000).unwrap();
 //! assert_eq!((jne.len, jne.branch), (2, Branch::Conditional { target: 0x1012 }));

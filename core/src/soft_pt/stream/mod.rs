@@ -20,7 +20,7 @@
 //!   clears its call stack at every PSB).
 //!
 //! ```
-//! use perfaux::pt::stream::{PacketSink, PacketStream, TraceEvent};
+//! use perfaux::soft_pt::stream::{PacketSink, PacketStream, TraceEvent};
 //! struct Bytes(Vec<u8>);
 //! impl PacketSink for Bytes {
 //!     fn write(&mut self, bytes: &[u8]) { self.0.extend_from_slice(bytes) }
@@ -40,11 +40,12 @@ mod direct;
 
 pub(crate) use direct::{DIRECT_EVENT_MAX, DirectOutput, DirectRun};
 
-use super::config::PtConfig;
 use super::packet::{
     ExecMode, IpCompressor, IpPacket, LONG_TNT_MAX, OVF, PAD, PSB, PSBEND, SHORT_TNT_MAX, cbr,
     long_tnt, mode_exec, mtc, short_tnt, tsc,
 };
+use crate::lbr::BranchKind;
+use crate::pt::config::PtConfig;
 
 /// Where packet bytes go.
 pub trait PacketSink {
@@ -121,6 +122,26 @@ pub enum TraceEvent {
     Pad,
     /// The tracer lost packets (OVF).
     Overflow,
+}
+
+impl TraceEvent {
+    /// The kind of the taken branch this event reports, as a last-branch
+    /// record keeps it: `None` for a conditional branch not taken and for
+    /// what is no branch instruction (asynchronous exits, changes of
+    /// tracing state, time).
+    pub const fn branch_kind(&self) -> Option<BranchKind> {
+        match self {
+            TraceEvent::Conditional { taken: true, .. } => Some(BranchKind::Conditional),
+            TraceEvent::Jump { .. } => Some(BranchKind::Jump),
+            TraceEvent::Call {
+                indirect: false, ..
+            } => Some(BranchKind::Call),
+            TraceEvent::Call { indirect: true, .. } => Some(BranchKind::IndirectCall),
+            TraceEvent::Return { .. } => Some(BranchKind::Return),
+            TraceEvent::Indirect { .. } => Some(BranchKind::IndirectJump),
+            _ => None,
+        }
+    }
 }
 
 /// The hardware's return-compression call stack depth.
@@ -631,7 +652,35 @@ mod tests {
     use std::vec::Vec;
 
     use super::*;
-    use crate::pt::packet::{IpBytes, PSB};
+    use crate::soft_pt::packet::{IpBytes, PSB};
+
+    #[test]
+    fn a_trace_event_says_the_kind_of_its_taken_branch() {
+        let c = |taken| TraceEvent::Conditional { taken, next: 1 };
+        assert_eq!(c(true).branch_kind(), Some(BranchKind::Conditional));
+        assert_eq!(c(false).branch_kind(), None);
+        let call = |indirect| TraceEvent::Call {
+            target: 1,
+            ret: 2,
+            indirect,
+        };
+        assert_eq!(call(false).branch_kind(), Some(BranchKind::Call));
+        assert_eq!(call(true).branch_kind(), Some(BranchKind::IndirectCall));
+        assert_eq!(
+            TraceEvent::Jump { target: 1 }.branch_kind(),
+            Some(BranchKind::Jump)
+        );
+        assert_eq!(
+            TraceEvent::Return { target: 1 }.branch_kind(),
+            Some(BranchKind::Return)
+        );
+        assert_eq!(
+            TraceEvent::Indirect { target: 1 }.branch_kind(),
+            Some(BranchKind::IndirectJump)
+        );
+        assert_eq!(TraceEvent::Async { from: 1, to: None }.branch_kind(), None);
+        assert_eq!(TraceEvent::Enable(1).branch_kind(), None);
+    }
 
     /// The bytes a stream makes (the fast path's tests take it too).
     pub(super) struct Bytes(pub(super) Vec<u8>);

@@ -7,7 +7,7 @@
 //! written; nothing allocates.
 //!
 //! ```
-//! use perfaux::pt::packet::{IpCompressor, IpPacket, PSB, short_tnt};
+//! use perfaux::soft_pt::packet::{IpCompressor, IpPacket, PSB, short_tnt};
 //! let mut ip = IpCompressor::default();
 //! let mut out = [0u8; 9];
 //! let n = ip.encode(IpPacket::TipPge, Some(0x0040_1000), &mut out);

@@ -17,7 +17,9 @@
 //! [`PacketSink`]: super::PacketSink
 
 use super::{PacketStream, TraceEvent};
-use crate::pt::packet::{IpBytes, IpPacket, LONG_TNT_HEADER, LONG_TNT_MAX, SHORT_TNT_MAX, tsc};
+use crate::soft_pt::packet::{
+    IpBytes, IpPacket, LONG_TNT_HEADER, LONG_TNT_MAX, SHORT_TNT_MAX, tsc,
+};
 
 /// The most bytes one event of a direct run writes: a long TNT (8 bytes)
 /// flushed before a TIP with the full IP (9 bytes).
@@ -139,7 +141,7 @@ impl EventBytes {
     /// # Safety
     /// As for [`put_byte`](Self::put_byte).
     ///
-    /// [`IpCompressor::encode_packed`]: crate::pt::packet::IpCompressor::encode_packed
+    /// [`IpCompressor::encode_packed`]: crate::soft_pt::packet::IpCompressor::encode_packed
     #[inline(always)]
     unsafe fn put_ip<O: DirectOutput>(&mut self, opcode: u8, bytes: IpBytes, ip: u64, out: &mut O) {
         // SAFETY: the packet, `1 + bytes.payload_len()` bytes from
@@ -410,7 +412,7 @@ mod tests {
 
     use super::*;
     use crate::pt::config::PtConfig;
-    use crate::pt::stream::tests::Bytes;
+    use crate::soft_pt::stream::tests::Bytes;
 
     /// A window of one event's room (`buf`, which the test owns: a
     /// window's memory is never the output's own), whose commits append to
@@ -550,7 +552,7 @@ mod tests {
                 },
                 37 => TraceEvent::Disable(None),
                 38 => TraceEvent::Enable(a),
-                _ => TraceEvent::Mode(crate::pt::packet::ExecMode::Bits64),
+                _ => TraceEvent::Mode(crate::soft_pt::packet::ExecMode::Bits64),
             });
         }
         events

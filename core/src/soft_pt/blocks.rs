@@ -40,8 +40,8 @@
 //! as the branch to the handler, a Jcc as not taken.
 //!
 //! ```
-//! use perfaux::pt::blocks::{Block, BlockFlow};
-//! use perfaux::pt::stream::TraceEvent;
+//! use perfaux::soft_pt::blocks::{Block, BlockFlow};
+//! use perfaux::soft_pt::stream::TraceEvent;
 //! let mut events = Vec::new();
 //! let mut flow = BlockFlow::new();
 //! // A block of three instructions ending in `jne +0x10` at 0x1005, then
@@ -63,8 +63,8 @@
 //! );
 //! ```
 
+use super::insn::{Branch, InsnError, decode};
 use super::stream::TraceEvent;
-use crate::insn::{Branch, InsnError, decode};
 use crate::lbr::BranchKind;
 
 /// The most [`TraceEvent`]s one call of any [`BlockFlow`] method writes:

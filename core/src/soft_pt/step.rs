@@ -8,7 +8,7 @@
 //! instruction) and tells the [`Stepper`] three things:
 //! - [`Stepper::step`], at each trap: the bytes of the instruction that just
 //!   ran (at [`Stepper::pending`]) and where the thread goes next. The
-//!   [`insn`](crate::insn) classifier tells the branch kind, so a Jcc becomes
+//!   [`insn`](crate::soft_pt::insn) classifier tells the branch kind, so a Jcc becomes
 //!   a TNT bit, a RET or an indirect branch a TIP, a direct JMP nothing;
 //! - [`Stepper::leave`], when the thread enters the kernel: a system call or
 //!   another trapping instruction that ran ([`Entry::SystemCall`], or
@@ -34,8 +34,8 @@
 //! trace stays decodable, and nothing is made up.
 //!
 //! ```
-//! use perfaux::pt::step::{Entry, Stepper};
-//! use perfaux::pt::stream::TraceEvent;
+//! use perfaux::soft_pt::step::{Entry, Stepper};
+//! use perfaux::soft_pt::stream::TraceEvent;
 //! let mut events = Vec::new();
 //! let mut s = Stepper::new();
 //! s.resume_at(0x1000); // execve returns to the entry point
@@ -58,8 +58,8 @@
 //! );
 //! ```
 
+use super::insn::{Branch, InsnError, decode};
 use super::stream::TraceEvent;
-use crate::insn::{Branch, InsnError, decode};
 
 /// The most [`TraceEvent`]s one call of any [`Stepper`] method writes: the
 /// work per single-step trap is bounded (a decode of at most 15 bytes and

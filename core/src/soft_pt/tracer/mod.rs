@@ -20,20 +20,16 @@ use core::ops::Range;
 
 use crate::sync::{LocalBool, LocalPtr, LocalU32, LocalU64, barrier, copy_to_memory};
 
-use super::config::{PtConfig, rtit_ctl};
-use super::output_regs::OutputRegs;
+use crate::pt::config::{PtConfig, rtit_ctl};
+use crate::pt::hw::{STATUS_ERROR, STATUS_PACKET_BYTE_CNT, STATUS_STOPPED, TraceHw};
+use crate::pt::topa::{PhysMap, TENTS_PER_PAGE, TopaEntry, TopaPosition, TopaTable};
+
 use super::stream::{
     DIRECT_EVENT_MAX, DirectOutput, DirectRun, PacketSink, PacketStream, TraceEvent,
 };
-use super::topa::{PhysMap, TENTS_PER_PAGE, TopaEntry, TopaPosition, TopaTable};
+use output_regs::OutputRegs;
 
-/// `RTIT_STATUS.Stopped` (bit 5).
-pub const STATUS_STOPPED: u64 = 1 << 5;
-/// `RTIT_STATUS.Error` (bit 4).
-pub const STATUS_ERROR: u64 = 1 << 4;
-/// `RTIT_STATUS.PacketByteCnt` (bits 48:32): bytes since the last PSB; a
-/// PSB is sent when it is 0, so writing 0 asks for one.
-pub const STATUS_PACKET_BYTE_CNT: u64 = 0x1_ffff << 32;
+mod output_regs;
 
 /// The most bytes the packets of one trace event take: a PSB+ (PSB 16,
 /// FUP 9, MODE.Exec 2, TSC 8, CBR 4, PSBEND 2), a TNT flush (8), then FUP
@@ -42,76 +38,6 @@ const UNIT_CAP: usize = 128;
 
 /// PAD bytes for the end of a STOP region a unit did not fit in.
 static PAD_FILL: [u8; UNIT_CAP] = [0; UNIT_CAP];
-
-/// What a PT driver programs and reads (the `IA32_RTIT_*` MSRs).
-pub trait TraceHw {
-    /// Sets `RTIT_CTL.TraceEn` (tracing on).
-    fn enable(&self);
-    /// Clears `RTIT_CTL.TraceEn`; the output written so far is in memory
-    /// when this returns (the WRMSR serializes; the driver's `wmb()`).
-    fn disable(&self);
-    /// Whether tracing is on.
-    fn enabled(&self) -> bool;
-    /// Sets `RTIT_CTL.ToPA`: output through ToPA tables (`true`), or into
-    /// one contiguous range that wraps at its end (`false`, single-range
-    /// output: `OUTPUT_BASE` is the range, `MASK_PTRS` bits 31:0 its size - 1
-    /// and bits 63:32 the write offset).
-    fn set_topa(&self, topa: bool);
-    /// Writes `OUTPUT_BASE` (the current table's physical address) and
-    /// `OUTPUT_MASK_PTRS`.
-    fn set_output(&self, base: u64, mask_ptrs: u64);
-    /// Reads `OUTPUT_BASE` and `OUTPUT_MASK_PTRS`.
-    fn output(&self) -> (u64, u64);
-    /// Writes the configuration fields of `RTIT_CTL` (`TSCEn`, `DisRETC`,
-    /// `BranchEn`, `PSBFreq`), as `pt_config` does before it sets TraceEn.
-    fn configure(&self, config: PtConfig);
-    /// Reads `RTIT_STATUS`.
-    fn status(&self) -> u64;
-    /// Writes `RTIT_STATUS`.
-    fn set_status(&self, status: u64);
-}
-
-/// A reference is programmed as what it refers to: a driver holds its
-/// tracer by value, and that value may be a borrow (`&SoftTracer`, `&dyn
-/// TraceHw`).
-impl<T: TraceHw + ?Sized> TraceHw for &T {
-    #[inline(always)]
-    fn enable(&self) {
-        (**self).enable();
-    }
-    #[inline(always)]
-    fn disable(&self) {
-        (**self).disable();
-    }
-    #[inline(always)]
-    fn enabled(&self) -> bool {
-        (**self).enabled()
-    }
-    #[inline(always)]
-    fn set_topa(&self, topa: bool) {
-        (**self).set_topa(topa);
-    }
-    #[inline(always)]
-    fn set_output(&self, base: u64, mask_ptrs: u64) {
-        (**self).set_output(base, mask_ptrs);
-    }
-    #[inline(always)]
-    fn output(&self) -> (u64, u64) {
-        (**self).output()
-    }
-    #[inline(always)]
-    fn configure(&self, config: PtConfig) {
-        (**self).configure(config);
-    }
-    #[inline(always)]
-    fn status(&self) -> u64 {
-        (**self).status()
-    }
-    #[inline(always)]
-    fn set_status(&self, status: u64) {
-        (**self).set_status(status);
-    }
-}
 
 /// A software stand-in for the tracer of one CPU.
 ///
