@@ -44,7 +44,7 @@ impl Pmu for CountingPmu {
     fn stop(&self, _: &EventInfo<'_>, _: u32) {}
 }
 
-/// Every byte a tracer wrote, in order (tap it with `SoftTracer::set_tap`).
+/// Every byte a tracer wrote, in order (tap it with `Taps::set_tap`).
 #[derive(Default)]
 pub struct StreamModel(pub Vec<u8>);
 
@@ -112,14 +112,14 @@ pub struct Pt<'p, 'x> {
     /// The AUX area.
     pub area: &'p perfaux::aux::AuxArea<'x>,
     /// The software tracer.
-    pub tracer: &'p perfaux::soft_pt::tracer::SoftTracer<'x>,
+    pub tracer: &'p perfaux::soft_pt::tracer::SoftTracer<'x, perfaux::soft_pt::tracer::Taps<'x>>,
     /// Every byte the tracer wrote.
     pub model: &'p std::cell::RefCell<StreamModel>,
     /// The PMU.
     pub pmu: &'p perfaux::pt::pmu::AreaPtPmu<
         'x,
         'x,
-        &'x perfaux::soft_pt::tracer::SoftTracer<'x>,
+        &'x perfaux::soft_pt::tracer::SoftTracer<'x, perfaux::soft_pt::tracer::Taps<'x>>,
         perfaux::pt::topa::IdentityMap,
     >,
 }
@@ -153,9 +153,13 @@ pub fn with_pt<R>(
         perfaux::pt::buffer::PtBuffer::new(&mut tables, aux.pages(), overwrite, &IdentityMap)
     }
     .expect("ToPA tables");
-    let tracer = perfaux::soft_pt::tracer::SoftTracer::new(&IdentityMap, psb_period);
+    let tracer = perfaux::soft_pt::tracer::SoftTracer::with_hooks(
+        &IdentityMap,
+        psb_period,
+        perfaux::soft_pt::tracer::Taps::new(),
+    );
     let model = std::cell::RefCell::new(StreamModel::default());
-    tracer.set_tap(Some(&model));
+    tracer.hooks().set_tap(Some(&model));
     let pmu =
         perfaux::pt::pmu::PtPmu::new(&tracer, IdentityMap, &buffer, &area, &ring, record_event)
             .expect("a PT PMU over the area");

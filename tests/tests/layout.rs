@@ -126,12 +126,17 @@ fn every_crate_path_in_core_follows_the_drawn_graph() {
         .filter_map(|l| {
             let l = l.trim();
             let l = l.strip_prefix("pub ").unwrap_or(l);
-            l.strip_prefix("mod ")?.strip_suffix(';').map(str::to_string)
+            l.strip_prefix("mod ")?
+                .strip_suffix(';')
+                .map(str::to_string)
         })
         .collect();
     assert_eq!(declared, modules, "lib.rs's modules and the drawn graph");
     for m in &modules {
-        assert!(!reach(&graph, m).contains(m), "the drawn graph has a cycle through {m}");
+        assert!(
+            !reach(&graph, m).contains(m),
+            "the drawn graph has a cycle through {m}"
+        );
     }
     let mut wrong = Vec::new();
     let mut checked = 0;
@@ -140,17 +145,31 @@ fn every_crate_path_in_core_follows_the_drawn_graph() {
         for file in sources(&src, module) {
             for (name, line) in uses(&file) {
                 // `crate::warn_on_once!` is the `warn` module's macro, at the root.
-                let target = if name == "warn_on_once" { "warn".to_string() } else { name };
+                let target = if name == "warn_on_once" {
+                    "warn".to_string()
+                } else {
+                    name
+                };
                 checked += 1;
                 if &target == module || leaves.contains(&target) || allowed.contains(&target) {
                     continue;
                 }
-                wrong.push(format!("{}: `{line}` ({module} -> {target})", file.display()));
+                wrong.push(format!(
+                    "{}: `{line}` ({module} -> {target})",
+                    file.display()
+                ));
             }
         }
     }
-    assert!(checked > 100, "only {checked} crate paths found: the scan is broken");
-    assert!(wrong.is_empty(), "paths against the drawn graph:\n{}", wrong.join("\n"));
+    assert!(
+        checked > 100,
+        "only {checked} crate paths found: the scan is broken"
+    );
+    assert!(
+        wrong.is_empty(),
+        "paths against the drawn graph:\n{}",
+        wrong.join("\n")
+    );
 }
 
 /// The check fails where it should: a driver file naming the software
@@ -163,7 +182,11 @@ fn a_driver_path_to_the_software_tracer_is_refused() {
     let dir = repo().join("target/tmp/layout");
     std::fs::create_dir_all(&dir).expect("a scratch directory");
     let file = dir.join("pmu.rs");
-    std::fs::write(&file, "use crate::soft_pt::tracer::SoftTracer; // a driver bug\n").unwrap();
+    std::fs::write(
+        &file,
+        "use crate::soft_pt::tracer::SoftTracer; // a driver bug\n",
+    )
+    .unwrap();
     assert!(uses(&file).contains_key("soft_pt"));
     std::fs::write(&file, "// crate::soft_pt in a comment\n").unwrap();
     assert!(uses(&file).is_empty());

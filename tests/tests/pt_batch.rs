@@ -20,7 +20,7 @@ use std::cell::RefCell;
 use perfaux::pt::hw::TraceHw;
 use perfaux::pt::topa::{IdentityMap, PhysMap, Topa, TopaEntry, TopaPosition, TopaTable};
 use perfaux::soft_pt::stream::{PacketSink, PacketStream, TraceEvent};
-use perfaux::soft_pt::tracer::SoftTracer;
+use perfaux::soft_pt::tracer::{Hooks, SoftTracer, Taps};
 use perfaux_tests::mem::AuxMemory;
 
 /// What a run of the tracer leaves: the AUX bytes, the output position,
@@ -79,7 +79,7 @@ fn first_difference(a: &Outcome, b: &Outcome) -> String {
 }
 
 /// Starts `tracer` on `topa`'s first region; returns its table's address.
-fn start(tracer: &SoftTracer<'_>, topa: &Topa<'_>) -> u64 {
+fn start(tracer: &SoftTracer<'_, impl Hooks>, topa: &Topa<'_>) -> u64 {
     tracer.set_topa(true);
     let base = std::ptr::from_ref(&topa.tables()[0]) as u64;
     tracer.set_output(base, TopaPosition::default().mask_ptrs());
@@ -89,7 +89,7 @@ fn start(tracer: &SoftTracer<'_>, topa: &Topa<'_>) -> u64 {
 
 /// Traces `program` in `trace_all` runs of the lengths `runs` gives
 /// (cycled).
-fn trace_in_runs(tracer: &SoftTracer<'_>, program: &[TraceEvent], runs: &[usize]) {
+fn trace_in_runs(tracer: &SoftTracer<'_, impl Hooks>, program: &[TraceEvent], runs: &[usize]) {
     let mut rest = program;
     for &n in runs.iter().cycle() {
         if rest.is_empty() {
@@ -109,27 +109,40 @@ fn run(program: &[TraceEvent], stop: bool, runs: &[usize]) -> Outcome {
     run_tapped(program, stop, runs, false)
 }
 
-/// [`run`], with a tap on the tracer when `tapped` (which takes the
-/// tracer's other build of its fast path: the one that tells its hooks).
+/// [`run`], with a tap on the tracer when `tapped` (a tracer with
+/// [`Taps`], whose build of the fast path tells its hooks; else one with
+/// none, as every tracer outside tests).
 fn run_tapped(program: &[TraceEvent], stop: bool, runs: &[usize], tapped: bool) -> Outcome {
+    let tap = RefCell::new(Bytes(Vec::new()));
+    if tapped {
+        let tracer = SoftTracer::with_hooks(&IdentityMap, 256, Taps::new());
+        tracer.hooks().set_tap(Some(&tap));
+        run_on(&tracer, program, stop, runs)
+    } else {
+        run_on(&SoftTracer::new(&IdentityMap, 256), program, stop, runs)
+    }
+}
+
+/// [`run`] on `tracer`.
+fn run_on(
+    tracer: &SoftTracer<'_, impl Hooks>,
+    program: &[TraceEvent],
+    stop: bool,
+    runs: &[usize],
+) -> Outcome {
     let aux = AuxMemory::scattered(4);
     let mut tables = vec![TopaTable::new(); 1];
     let mut topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).unwrap();
     if stop {
         topa.mark(0, 2, true, true);
     }
-    let tap = RefCell::new(Bytes(Vec::new()));
-    let tracer = SoftTracer::new(&IdentityMap, 256);
-    if tapped {
-        tracer.set_tap(Some(&tap));
-    }
-    let base = start(&tracer, &topa);
+    let base = start(tracer, &topa);
     if runs.is_empty() {
         for &e in program {
             tracer.trace(e);
         }
     } else {
-        trace_in_runs(&tracer, program, runs);
+        trace_in_runs(tracer, program, runs);
     }
     Outcome {
         aux: (0..aux.size()).map(|i| aux.byte(i)).collect(),
@@ -163,11 +176,11 @@ fn tracer_and_generator(program: &[TraceEvent], runs: &[usize]) -> (Vec<u8>, Vec
     let mut tables = vec![TopaTable::new(); 1];
     let topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).unwrap();
     let tap = RefCell::new(Bytes(Vec::new()));
-    let tracer = SoftTracer::new(&IdentityMap, 256);
-    tracer.set_tap(Some(&tap));
+    let tracer = SoftTracer::with_hooks(&IdentityMap, 256, Taps::new());
+    tracer.hooks().set_tap(Some(&tap));
     start(&tracer, &topa);
     trace_in_runs(&tracer, program, runs);
-    tracer.set_tap(None);
+    tracer.hooks().set_tap(None);
     let mut generator = PacketStream::with_config(256, tracer.config());
     let mut made = Bytes(Vec::new());
     for &e in program {
@@ -401,7 +414,7 @@ fn a_pmi_that_moves_the_output_in_a_batch_loses_and_repeats_nothing() {
             let aux = AuxMemory::scattered(4);
             let mut tables = vec![TopaTable::new(); 1];
             let topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).unwrap();
-            let tracer = SoftTracer::new(&IdentityMap, 256);
+            let tracer = SoftTracer::with_hooks(&IdentityMap, 256, Taps::new());
             let base = start(&tracer, &topa);
             let calls = std::cell::Cell::new(0);
             let seen = std::cell::Cell::new(None);
@@ -417,9 +430,9 @@ fn a_pmi_that_moves_the_output_in_a_batch_loses_and_repeats_nothing() {
                 }
                 tracer.enable();
             };
-            tracer.set_interrupt(Some(&pmi));
+            tracer.hooks().set_interrupt(Some(&pmi));
             tracer.trace_all(&program);
-            tracer.set_interrupt(None);
+            tracer.hooks().set_interrupt(None);
             let Some(seen) = seen.get() else {
                 break; // fewer than k points: every one was taken
             };
@@ -455,7 +468,7 @@ fn a_pmi_that_remaps_the_current_region_in_a_batch_takes_effect_after_one_event(
         let spare = spare[0];
         let mut tables = vec![TopaTable::new(); 1];
         let topa = Topa::build(&mut tables, pages, &IdentityMap).unwrap();
-        let tracer = SoftTracer::new(&IdentityMap, 256);
+        let tracer = SoftTracer::with_hooks(&IdentityMap, 256, Taps::new());
         start(&tracer, &topa);
         // The PMI writes the table by address, as the tracer reads it (the
         // `Topa` is done with it).
@@ -475,9 +488,9 @@ fn a_pmi_that_remaps_the_current_region_in_a_batch_takes_effect_after_one_event(
             unsafe { (*table).entries[0] = entry };
             tracer.enable();
         };
-        tracer.set_interrupt(Some(&pmi));
+        tracer.hooks().set_interrupt(Some(&pmi));
         tracer.trace_all(&program);
-        tracer.set_interrupt(None);
+        tracer.hooks().set_interrupt(None);
         let Some(seen) = seen.get() else {
             break; // fewer than k points: every one was taken
         };

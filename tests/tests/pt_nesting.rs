@@ -65,7 +65,7 @@ fn run(events: &[TraceEvent], k: usize, batch: bool) -> usize {
             );
             checked.set(true);
         };
-        tracer.set_interrupt(Some(&interrupt));
+        tracer.hooks().set_interrupt(Some(&interrupt));
         with_interrupt(&pmi, || {
             tracer.trace(TraceEvent::Enable(0x40_0000));
             if batch {
@@ -76,7 +76,7 @@ fn run(events: &[TraceEvent], k: usize, batch: bool) -> usize {
                 }
             }
         });
-        tracer.set_interrupt(None);
+        tracer.hooks().set_interrupt(None);
         assert!(k > pieces.get() || checked.get());
         // The interrupted writes were not split: the stream decodes.
         let stream = model.borrow().0.clone();

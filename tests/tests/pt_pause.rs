@@ -19,7 +19,7 @@ use perfaux::pt::topa::IdentityMap;
 use perfaux::ring::{FixedEvent, OutputSink, read_header};
 use perfaux::sample::SampleData;
 use perfaux::soft_pt::stream::TraceEvent;
-use perfaux::soft_pt::tracer::SoftTracer;
+use perfaux::soft_pt::tracer::{SoftTracer, Taps};
 use perfaux::{PmuCaps, Result};
 use perfaux_tests::group::open;
 use perfaux_tests::mem::{AuxMemory, RingMemory};
@@ -29,7 +29,7 @@ use perfaux_tests::shims::{CountingPmu, Cpu0, interrupt, with_interrupt, with_pt
 /// The PT PMU, with an interrupt point before every `split` bytes that its
 /// `snapshot_aux` copies into the sample.
 struct Interrupted<'p, 'x, 'a> {
-    pt: &'p AreaPtPmu<'x, 'a, &'x SoftTracer<'x>, IdentityMap>,
+    pt: &'p AreaPtPmu<'x, 'a, &'x SoftTracer<'x, Taps<'x>>, IdentityMap>,
     split: usize,
 }
 
@@ -99,7 +99,7 @@ enum Nested {
 
 const OUTER: u64 = 4096;
 
-fn program(tracer: &SoftTracer<'_>, from: u64, n: u64) {
+fn program(tracer: &SoftTracer<'_, Taps<'_>>, from: u64, n: u64) {
     for i in from..from + n {
         tracer.trace(TraceEvent::Conditional {
             taken: i % 3 == 0,

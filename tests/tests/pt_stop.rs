@@ -11,22 +11,22 @@ use perfaux::pt::hw::{STATUS_STOPPED, TraceHw};
 use perfaux::pt::topa::{IdentityMap, Topa, TopaPosition, TopaTable};
 use perfaux::soft_pt::packet::PSB;
 use perfaux::soft_pt::stream::TraceEvent;
-use perfaux::soft_pt::tracer::SoftTracer;
+use perfaux::soft_pt::tracer::{SoftTracer, Taps};
 use perfaux_tests::mem::AuxMemory;
 use perfaux_tests::shims::{StreamModel, decodes};
 
 /// Two 4 KiB regions, the first marked INT + STOP; the tracer writing
 /// into the first from its start, tapped.
 fn stop_after_one_region<R>(
-    f: impl FnOnce(&SoftTracer<'_>, &RefCell<StreamModel>, &Topa<'_>) -> R,
+    f: impl FnOnce(&SoftTracer<'_, Taps<'_>>, &RefCell<StreamModel>, &Topa<'_>) -> R,
 ) -> R {
     let aux = AuxMemory::scattered(2);
     let mut tables = vec![TopaTable::new(); 1];
     let mut topa = Topa::build(&mut tables, aux.pages(), &IdentityMap).unwrap();
     topa.mark(0, 0, true, true);
     let tap = RefCell::new(StreamModel::default());
-    let tracer = SoftTracer::new(&IdentityMap, 1 << 16);
-    tracer.set_tap(Some(&tap));
+    let tracer = SoftTracer::with_hooks(&IdentityMap, 1 << 16, Taps::new());
+    tracer.hooks().set_tap(Some(&tap));
     tracer.set_topa(true);
     let base = std::ptr::from_ref(&topa.tables()[0]) as u64;
     tracer.set_output(base, TopaPosition::default().mask_ptrs());

@@ -27,7 +27,7 @@ use perfaux::pt::topa::{IdentityMap, TopaTable, tables_for_pages};
 use perfaux::ring::{FixedEvent, Ring, RingConfig, SampleId};
 use perfaux::sample::IrqMask;
 use perfaux::soft_pt::stream::PacketSink;
-use perfaux::soft_pt::tracer::SoftTracer;
+use perfaux::soft_pt::tracer::{SoftTracer, Taps};
 use typed_arena::Arena as TypedArena;
 
 use super::code::Code;
@@ -43,7 +43,7 @@ use crate::rng::SplitMix64;
 
 /// The PT driver of a simulated CPU: it programs the CPU's tracer, which
 /// the simulator also feeds, over an identity address map.
-type SimPt<'m> = AreaPtPmu<'m, 'm, &'m SoftTracer<'m>, IdentityMap>;
+type SimPt<'m> = AreaPtPmu<'m, 'm, &'m SoftTracer<'m, Taps<'m>>, IdentityMap>;
 
 /// Threads per CPU.
 const THREADS_PER_CPU: usize = 2;
@@ -92,7 +92,7 @@ pub struct Arena<'m> {
     tables: TypedArena<Vec<TopaTable>>,
     rings: TypedArena<Ring<'m>>,
     areas: TypedArena<AuxArea<'m>>,
-    tracers: TypedArena<SoftTracer<'m>>,
+    tracers: TypedArena<SoftTracer<'m, Taps<'m>>>,
     taps: TypedArena<RefCell<StreamTap>>,
     pt_buffers: TypedArena<PtBuffer<'m>>,
 }
@@ -186,7 +186,7 @@ pub struct Cpu<'m, 'e> {
     /// The leader's AUX area.
     pub area: &'m AuxArea<'m>,
     /// The software PT tracer.
-    pub tracer: &'m SoftTracer<'m>,
+    pub tracer: &'m SoftTracer<'m, Taps<'m>>,
     /// What the tracer wrote, with `--truth`.
     tap: &'m RefCell<StreamTap>,
     /// The PT PMU over `tracer`, `area` and `ring`.
@@ -269,10 +269,13 @@ impl<'m, 'e> Cpu<'m, 'e> {
         let area = unsafe { AuxArea::new(memory.user_page(), memory.aux_pages(), aux) }
             .map_err(|e| format!("AUX area: {e:?}"))?;
         let area: &AuxArea<'m> = arena.areas.alloc(area);
-        let tracer: &SoftTracer<'m> = arena.tracers.alloc(SoftTracer::new(&IdentityMap, PSB_BASE));
+        let tracer: &SoftTracer<'m, Taps<'m>> =
+            arena
+                .tracers
+                .alloc(SoftTracer::with_hooks(&IdentityMap, PSB_BASE, Taps::new()));
         let tap: &RefCell<StreamTap> = arena.taps.alloc(RefCell::default());
         if config.truth {
-            tracer.set_tap(Some(tap));
+            tracer.hooks().set_tap(Some(tap));
         }
         // `setup_aux`: the PT state of the AUX buffer.
         let tables = arena
@@ -384,7 +387,7 @@ impl<'m, 'e> Cpu<'m, 'e> {
 
     /// The CPU's truth with every byte its tracer wrote, the tap detached.
     pub fn into_truth(self) -> CpuTruth {
-        self.tracer.set_tap(None);
+        self.tracer.hooks().set_tap(None);
         let mut truth = self.truth;
         truth.stream = std::mem::take(&mut self.tap.borrow_mut().0);
         truth
