@@ -209,6 +209,21 @@
 #define PERFAUX_STEP_INTERRUPTED 2
 
 /**
+ * The attributes of `format/` (`perfaux_pt_format_attr`).
+ */
+#define PERFAUX_PT_FORMAT_ATTRS 14
+
+/**
+ * The attributes of `caps/` (`perfaux_pt_cap_attr`).
+ */
+#define PERFAUX_PT_CAP_ATTRS 18
+
+/**
+ * The timing attributes of the PMU's directory (`perfaux_pt_timing_attr`).
+ */
+#define PERFAUX_PT_TIMING_ATTRS 2
+
+/**
  * `perfaux_trace_event.kind`: a conditional branch (Jcc, LOOP, JRCXZ), a
  * TNT bit: `PERFAUX_TRACE_TAKEN` in `flags` if taken; `target` is the next
  * instruction (the target if taken, else the one after the branch).
@@ -812,6 +827,42 @@ typedef struct perfaux_trace_event {
    */
   uint64_t value;
 } perfaux_trace_event;
+
+/**
+ * What one tick of a kernel module's ticker found (`perfaux_pt_tick`): a
+ * periodic interrupt on the CPU, while an AUX transaction is open for the
+ * event there.
+ */
+typedef struct perfaux_tick {
+  /**
+   * The interrupted instruction pointer (`instruction_pointer(regs)`).
+   */
+  uint64_t ip;
+  /**
+   * The TSC at the tick (`rdtsc_ordered()`).
+   */
+  uint64_t tsc;
+  /**
+   * Where the interrupt went: the TIP target when the kernel is traced.
+   */
+  uint64_t handler;
+  /**
+   * 1: the interrupted context ran in user mode (`user_mode(regs)`).
+   */
+  uint8_t user;
+  /**
+   * The event's `attr.exclude_user`, 0 or 1.
+   */
+  uint8_t exclude_user;
+  /**
+   * The event's `attr.exclude_kernel`, 0 or 1.
+   */
+  uint8_t exclude_kernel;
+  /**
+   * Zero.
+   */
+  uint8_t reserved[5];
+} perfaux_tick;
 
 /**
  * How a ring behaves; all zero is a writable forward ring with the
@@ -1545,6 +1596,40 @@ int perfaux_step_following(struct perfaux_stepper *stepper);
 int perfaux_step_get_stats(struct perfaux_stepper *stepper, struct perfaux_step_stats *stats);
 
 /**
+ * `format/` attribute `index` (0 to `PERFAUX_PT_FORMAT_ATTRS - 1`): its
+ * file name and content (`"config:10"`, without a newline), both static
+ * NUL-terminated strings. Returns 0, `-ENOENT` past the last, `-EINVAL`
+ * for a NULL out pointer.
+ *
+ * # Safety
+ * `name` and `config` NULL or valid for a write of a pointer.
+ */
+int perfaux_pt_format_attr(uint32_t index, const char **name, const char **config);
+
+/**
+ * `caps/` attribute `index` (0 to `PERFAUX_PT_CAP_ATTRS - 1`): its file
+ * name (a static NUL-terminated string) and value (shown in hexadecimal,
+ * as `pt_cap_show` does). Returns 0, `-ENOENT` past the last, `-EINVAL` for
+ * a NULL out pointer.
+ *
+ * # Safety
+ * `name` NULL or valid for a write of a pointer, `value` NULL or valid for
+ * a write of a `u64`.
+ */
+int perfaux_pt_cap_attr(uint32_t index, const char **name, uint64_t *value);
+
+/**
+ * Timing attribute `index` (0 to `PERFAUX_PT_TIMING_ATTRS - 1`) of the
+ * PMU's own directory: its file name and content, static NUL-terminated
+ * strings. Returns 0, `-ENOENT` past the last, `-EINVAL` for a NULL out
+ * pointer.
+ *
+ * # Safety
+ * `name` and `value` NULL or valid for a write of a pointer.
+ */
+int perfaux_pt_timing_attr(uint32_t index, const char **name, const char **value);
+
+/**
  * Feeds the software tracer: the packets for `event` go to the buffer
  * while tracing is on. Returns the number of ToPA PMIs the writes raised
  * (INT regions filled; call `perfaux_pt_handle_pmi` for them), or
@@ -1572,6 +1657,31 @@ int perfaux_pt_trace(struct perfaux_pt_cpu *cpu, const struct perfaux_trace_even
 int perfaux_pt_trace_all(struct perfaux_pt_cpu *cpu,
                          const struct perfaux_trace_event *events,
                          size_t count);
+
+/**
+ * One tick of a kernel module's ticker (`perfaux::soft_pt::tick`): the
+ * trace events the interrupt makes as hardware would trace it (TSC,
+ * TIP.PGE if tracing was off, FUP + TIP into the handler and back, or
+ * FUP + TIP.PGD and TIP.PGE around an untraced kernel; a TIP.PGD once in
+ * an excluded context) go to the tracer, and the ToPA PMIs each one's
+ * writes raise are handled right after it (`perfaux_pt_handle_pmi`).
+ * Returns 0, or `-EINVAL` for a bad `cpu`, a NULL tick, a flag that is
+ * not 0 or 1, or non-zero reserved bytes.
+ *
+ * # Safety
+ * `cpu` NULL or PT CPU storage, `tick` NULL or readable; called on the
+ * CPU in a hard interrupt (or with interrupts off).
+ */
+int perfaux_pt_tick(struct perfaux_pt_cpu *cpu, const struct perfaux_tick *tick);
+
+/**
+ * An event came to or left the CPU (`pmu->add`, `pmu->del`): the ticker's
+ * next traced tick starts with TIP.PGE. Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `cpu` NULL or PT CPU storage; called on the CPU with interrupts off.
+ */
+int perfaux_pt_tick_reset(struct perfaux_pt_cpu *cpu);
 
 /**
  * Bytes the tracer has written so far, or `-EINVAL` for a bad `cpu`.
@@ -1763,6 +1873,20 @@ int perfaux_sample_write(const struct perfaux_ring *ring,
                          const struct perfaux_sample_data *data,
                          const struct perfaux_sample_aux *aux,
                          const struct perfaux_platform *platform);
+
+/**
+ * Writes `size` zero bytes into `sink`, in pieces of at most 512, until
+ * it takes no more; returns how many it took, or `-EINVAL` for a NULL
+ * sink or one without a copy callback. What a kernel module's
+ * `snapshot_aux` writes when its PMU has nothing to copy (no transaction
+ * open here: the AUX area being unmapped), so that the sample's AUX block
+ * is whole and the kernel does not WARN at a short copy
+ * (`perfaux::aux::copy_zeros`). PMI-safe.
+ *
+ * # Safety
+ * `sink` NULL or readable; its callback callable with its `ctx`.
+ */
+int64_t perfaux_sink_copy_zeros(const struct perfaux_sink *sink, uint64_t size);
 
 /**
  * Installs `hook` (NULL: none) as the warn hook: `msg` is `len` bytes of

@@ -235,7 +235,7 @@ static int pax_add(struct perf_event *event, int flags)
 	if (c->event)
 		return -EBUSY;
 	c->event = event;
-	c->traced = false;
+	perfaux_pt_tick_reset(&c->pt);
 	r = perfaux_pt_add(&c->pt, (flags & PERF_EF_START) ? PERFAUX_EF_START : 0, event->id,
 			   event->attr.config, 0);
 	if (r) {
@@ -270,21 +270,6 @@ static size_t pax_sink_copy(void *ctx, const void *bytes, size_t len)
 	return output_copy(ctx, bytes, len);
 }
 
-static long pax_zero_fill(struct perf_output_handle *handle, unsigned long size)
-{
-	static const u64 zeros[64];
-	unsigned long done = 0;
-
-	while (done < size) {
-		unsigned int n = min_t(unsigned long, size - done, sizeof(zeros));
-
-		if (output_copy(handle, zeros, n))
-			break;
-		done += n;
-	}
-	return done;
-}
-
 static long pax_snapshot_aux(struct perf_event *event, struct perf_output_handle *handle,
 			     unsigned long size)
 {
@@ -297,15 +282,11 @@ static long pax_snapshot_aux(struct perf_event *event, struct perf_output_handle
 	if (r > 0)
 		return r;
 	/*
-	 * Nothing to copy: no transaction is open here. A user reaches this:
-	 * perf_mmap_close() of the AUX area stops the event, then frees the
-	 * buffer some time later (29 ms under TCG), and a sampler that
-	 * overflows in between still asks for perf_aux_size() bytes. Intel
-	 * PT WARNs, and perf_aux_sample_output() WARNs at a short copy and
-	 * leaves the rest of the record unwritten. Zeros instead: the sample
-	 * carries an AUX block with no trace in it, and the kernel is quiet.
+	 * Nothing to copy: no transaction is open here (the AUX area is being
+	 * unmapped). Zeros instead of Intel PT's WARN, so the sample's AUX
+	 * block is whole (perfaux::aux::copy_zeros says why).
 	 */
-	return pax_zero_fill(handle, size);
+	return perfaux_sink_copy_zeros(&sink, size);
 }
 
 /*
@@ -318,18 +299,12 @@ void pax_handle_pmis(struct pax_cpu *c, int pmis)
 		perfaux_pt_handle_pmi(&c->pt);
 }
 
-static void pax_trace(struct pax_cpu *c, const perfaux_trace_event *e)
-{
-	pax_handle_pmis(c, perfaux_pt_trace(&c->pt, e));
-}
-
 static enum hrtimer_restart pax_tick(struct hrtimer *t)
 {
 	struct pax_cpu *c = container_of(t, struct pax_cpu, timer);
 	struct pt_regs *regs = get_irq_regs();
 	struct perf_event *event;
-	bool user, wanted;
-	u64 ip;
+	perfaux_tick tick = { 0 };
 
 	hrtimer_forward_now(t, ns_to_ktime((u64)period_us * NSEC_PER_USEC));
 	/* As intel_pt_interrupt: only with a transaction open, for its event. */
@@ -339,64 +314,14 @@ static enum hrtimer_restart pax_tick(struct hrtimer *t)
 	/* A single-stepped event's trace is the stepper's alone. */
 	if ((event->hw.state & PERF_HES_STOPPED) || (event->hw.config & PAX_HW_STEP))
 		return HRTIMER_RESTART;
-	user = user_mode(regs);
-	wanted = user ? !event->attr.exclude_user : !event->attr.exclude_kernel;
-	ip = instruction_pointer(regs);
-	if (!wanted) {
-		/*
-		 * The interrupted context is excluded: tracing went off on the
-		 * way there, at a user IP this timer tracer never saw: a
-		 * TIP.PGD without one.
-		 */
-		const perfaux_trace_event off = { .kind = PERFAUX_TRACE_DISABLE };
-
-		if (c->traced)
-			pax_trace(c, &off);
-		c->traced = false;
-		return HRTIMER_RESTART;
-	}
-	{
-		const perfaux_trace_event time = {
-			.kind = PERFAUX_TRACE_TIME,
-			.value = rdtsc_ordered(),
-		};
-		const perfaux_trace_event enable = { .kind = PERFAUX_TRACE_ENABLE, .target = ip };
-
-		/* The time first, so that a first PSB+ carries it. */
-		pax_trace(c, &time);
-		if (!c->traced)
-			pax_trace(c, &enable);
-		c->traced = true;
-	}
-	if (!event->attr.exclude_kernel) {
-		/*
-		 * The interrupt: FUP at the interrupted IP, TIP into the
-		 * handler, and TIP back on the return.
-		 */
-		const perfaux_trace_event irq = {
-			.kind = PERFAUX_TRACE_ASYNC,
-			.flags = PERFAUX_TRACE_HAS_TARGET,
-			.target = (u64)pax_tick,
-			.from = ip,
-		};
-		const perfaux_trace_event iret = {
-			.kind = PERFAUX_TRACE_INDIRECT_JUMP,
-			.target = ip,
-		};
-
-		pax_trace(c, &irq);
-		pax_trace(c, &iret);
-	} else {
-		/*
-		 * Into the untraced kernel (FUP at the interrupted IP, TIP.PGD)
-		 * and back (TIP.PGE).
-		 */
-		const perfaux_trace_event leave = { .kind = PERFAUX_TRACE_ASYNC, .from = ip };
-		const perfaux_trace_event back = { .kind = PERFAUX_TRACE_ENABLE, .target = ip };
-
-		pax_trace(c, &leave);
-		pax_trace(c, &back);
-	}
+	/* What the interrupt looks like in the trace: perfaux::soft_pt::tick. */
+	tick.ip = instruction_pointer(regs);
+	tick.tsc = rdtsc_ordered();
+	tick.handler = (u64)pax_tick;
+	tick.user = user_mode(regs);
+	tick.exclude_user = event->attr.exclude_user;
+	tick.exclude_kernel = event->attr.exclude_kernel;
+	perfaux_pt_tick(&c->pt, &tick);
 	return HRTIMER_RESTART;
 }
 
@@ -467,6 +392,11 @@ static int __init pax_init(void)
 	}
 	output_copy = (output_copy_fn)kp.addr;
 	unregister_kprobe(&kp);
+	r = pax_sysfs_init();
+	if (r) {
+		pr_err("perfaux_pt: sysfs attributes: %d\n", r);
+		return r;
+	}
 	perfaux_set_warn_hook(pax_warn);
 	for_each_possible_cpu(cpu) {
 		struct pax_cpu *c = per_cpu_ptr(&pax_cpu, cpu);

@@ -29,7 +29,6 @@ struct pax_cpu {
 	struct hrtimer timer;
 	struct perfaux_stepper step;
 	struct task_struct *step_task;	/* the thread stepped here, or NULL */
-	bool traced;			/* the tracer saw the traced context last tick */
 	bool ready;			/* pt initialized */
 };
 DECLARE_PER_CPU(struct pax_cpu, pax_cpu);
@@ -53,5 +52,6 @@ void pax_step_cpu_fini(struct pax_cpu *c);
 
 /* perfaux_sysfs.c */
 extern const struct attribute_group *pax_attr_groups[];
+int pax_sysfs_init(void);
 
 #endif

@@ -2,11 +2,16 @@
 /*
  * The sysfs attributes of perfaux_pt's PMU, those of Intel PT's
  * (arch/x86/events/intel/pt.c): format/, the attr.config bits perf parses
- * intel_pt/.../ terms into, and caps/, what the tracer implements, as CPUID
- * leaf 0x14 would report it for hardware that does the same. perf reads
- * them to build its default configuration and to check the user's; with
- * the module registered as intel_pt (pmu_name=intel_pt) the stock perf tool
- * records from it as from the real PMU.
+ * intel_pt/.../ terms into; caps/, what the tracer implements, as CPUID
+ * leaf 0x14 would report it for hardware that does the same; and the
+ * timing attributes. perf reads them to build its default configuration
+ * and to check the user's; with the module registered as intel_pt
+ * (pmu_name=intel_pt) the stock perf tool records from it as from the real
+ * PMU.
+ *
+ * The tables are the engine's (perfaux::pt::sysfs, which the Rust module
+ * registers too): pax_sysfs_init() builds the attributes from them, by
+ * index, before the PMU is registered.
  */
 #include <linux/device.h>
 #include <linux/perf_event.h>
@@ -14,43 +19,13 @@
 
 #include "perfaux_pt.h"
 
-PMU_FORMAT_ATTR(pt, "config:0");
-PMU_FORMAT_ATTR(cyc, "config:1");
-PMU_FORMAT_ATTR(pwr_evt, "config:4");
-PMU_FORMAT_ATTR(fup_on_ptw, "config:5");
-PMU_FORMAT_ATTR(mtc, "config:9");
-PMU_FORMAT_ATTR(tsc, "config:10");
-PMU_FORMAT_ATTR(noretcomp, "config:11");
-PMU_FORMAT_ATTR(ptw, "config:12");
-PMU_FORMAT_ATTR(branch, "config:13");
-PMU_FORMAT_ATTR(event, "config:31");
-PMU_FORMAT_ATTR(notnt, "config:55");
-PMU_FORMAT_ATTR(mtc_period, "config:14-17");
-PMU_FORMAT_ATTR(cyc_thresh, "config:19-22");
-PMU_FORMAT_ATTR(psb_period, "config:24-27");
+/* format/ and the timing attributes: a string; caps/: a number (pt_cap_show). */
+static ssize_t pax_str_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	struct dev_ext_attribute *ea = container_of(attr, struct dev_ext_attribute, attr);
 
-static struct attribute *pax_format_attrs[] = {
-	&format_attr_pt.attr,
-	&format_attr_cyc.attr,
-	&format_attr_pwr_evt.attr,
-	&format_attr_event.attr,
-	&format_attr_notnt.attr,
-	&format_attr_fup_on_ptw.attr,
-	&format_attr_mtc.attr,
-	&format_attr_tsc.attr,
-	&format_attr_noretcomp.attr,
-	&format_attr_ptw.attr,
-	&format_attr_branch.attr,
-	&format_attr_mtc_period.attr,
-	&format_attr_cyc_thresh.attr,
-	&format_attr_psb_period.attr,
-	NULL,
-};
-
-static const struct attribute_group pax_format_group = {
-	.name = "format",
-	.attrs = pax_format_attrs,
-};
+	return sysfs_emit(buf, "%s\n", (const char *)ea->var);
+}
 
 static ssize_t pax_cap_show(struct device *dev, struct device_attribute *attr, char *buf)
 {
@@ -59,84 +34,21 @@ static ssize_t pax_cap_show(struct device *dev, struct device_attribute *attr, c
 	return sysfs_emit(buf, "%lx\n", (unsigned long)ea->var);
 }
 
-#define PAX_CAP(_name, _value)                                                   \
-	static struct dev_ext_attribute pax_cap_##_name = {                      \
-		__ATTR(_name, 0444, pax_cap_show, NULL), (void *)(unsigned long)(_value) \
-	}
+static struct dev_ext_attribute pax_format[PERFAUX_PT_FORMAT_ATTRS];
+static struct attribute *pax_format_attrs[PERFAUX_PT_FORMAT_ATTRS + 1];
+static struct dev_ext_attribute pax_caps[PERFAUX_PT_CAP_ATTRS];
+static struct attribute *pax_cap_attrs[PERFAUX_PT_CAP_ATTRS + 1];
+static struct dev_ext_attribute pax_timing[PERFAUX_PT_TIMING_ATTRS];
+static struct attribute *pax_timing_attrs[PERFAUX_PT_TIMING_ATTRS + 1];
 
-/*
- * What the software tracer does: ToPA output with several entries per
- * table, configurable PSB frequency (psb_cyc, psb_periods) and nothing
- * else: no MTC, CYC thresholds, PTWRITE, power or event trace, IP or CR3
- * filtering. pt_event_valid() refuses the config bits of what is 0 here,
- * and so does perfaux_pt_check_config().
- */
-PAX_CAP(max_subleaf, 1);
-PAX_CAP(cr3_filtering, 0);
-PAX_CAP(psb_cyc, 1);
-PAX_CAP(ip_filtering, 0);
-PAX_CAP(mtc, 0);
-PAX_CAP(ptwrite, 0);
-PAX_CAP(power_event_trace, 0);
-PAX_CAP(event_trace, 0);
-PAX_CAP(tnt_disable, 0);
-PAX_CAP(topa_output, 1);
-PAX_CAP(topa_multiple_entries, 1);
-PAX_CAP(single_range_output, 0);
-PAX_CAP(output_subsys, 0);
-PAX_CAP(payloads_lip, 0);
-PAX_CAP(num_address_ranges, 0);
-PAX_CAP(mtc_periods, 0);
-PAX_CAP(cycle_thresholds, 0);
-PAX_CAP(psb_periods, PERFAUX_PT_PSB_PERIODS);
-
-static struct attribute *pax_cap_attrs[] = {
-	&pax_cap_max_subleaf.attr.attr,
-	&pax_cap_cr3_filtering.attr.attr,
-	&pax_cap_psb_cyc.attr.attr,
-	&pax_cap_ip_filtering.attr.attr,
-	&pax_cap_mtc.attr.attr,
-	&pax_cap_ptwrite.attr.attr,
-	&pax_cap_power_event_trace.attr.attr,
-	&pax_cap_event_trace.attr.attr,
-	&pax_cap_tnt_disable.attr.attr,
-	&pax_cap_topa_output.attr.attr,
-	&pax_cap_topa_multiple_entries.attr.attr,
-	&pax_cap_single_range_output.attr.attr,
-	&pax_cap_output_subsys.attr.attr,
-	&pax_cap_payloads_lip.attr.attr,
-	&pax_cap_num_address_ranges.attr.attr,
-	&pax_cap_mtc_periods.attr.attr,
-	&pax_cap_cycle_thresholds.attr.attr,
-	&pax_cap_psb_periods.attr.attr,
-	NULL,
+static const struct attribute_group pax_format_group = {
+	.name = "format",
+	.attrs = pax_format_attrs,
 };
 
 static const struct attribute_group pax_cap_group = {
 	.name = "caps",
 	.attrs = pax_cap_attrs,
-};
-
-/*
- * pt.c's timing attributes: the tracer's CBR packets carry ratio 0 and it
- * has no ART, so both are 0.
- */
-static ssize_t max_nonturbo_ratio_show(struct device *dev, struct device_attribute *attr, char *buf)
-{
-	return sysfs_emit(buf, "0\n");
-}
-static DEVICE_ATTR_RO(max_nonturbo_ratio);
-
-static ssize_t tsc_art_ratio_show(struct device *dev, struct device_attribute *attr, char *buf)
-{
-	return sysfs_emit(buf, "0:0\n");
-}
-static DEVICE_ATTR_RO(tsc_art_ratio);
-
-static struct attribute *pax_timing_attrs[] = {
-	&dev_attr_max_nonturbo_ratio.attr,
-	&dev_attr_tsc_art_ratio.attr,
-	NULL,
 };
 
 static const struct attribute_group pax_timing_group = {
@@ -149,3 +61,44 @@ const struct attribute_group *pax_attr_groups[] = {
 	&pax_timing_group,
 	NULL,
 };
+
+/* A read-only attribute `name` whose show() is given `var`. */
+static void pax_attr(struct dev_ext_attribute *ea, struct attribute **slot, const char *name,
+		     ssize_t (*show)(struct device *, struct device_attribute *, char *), void *var)
+{
+	sysfs_attr_init(&ea->attr.attr);
+	ea->attr.attr.name = name;
+	ea->attr.attr.mode = 0444;
+	ea->attr.show = show;
+	ea->var = var;
+	*slot = &ea->attr.attr;
+}
+
+int pax_sysfs_init(void)
+{
+	const char *name, *text;
+	unsigned int i;
+	u64 value;
+	int r;
+
+	for (i = 0; i < PERFAUX_PT_FORMAT_ATTRS; i++) {
+		r = perfaux_pt_format_attr(i, &name, &text);
+		if (r)
+			return r;
+		pax_attr(&pax_format[i], &pax_format_attrs[i], name, pax_str_show, (void *)text);
+	}
+	for (i = 0; i < PERFAUX_PT_CAP_ATTRS; i++) {
+		r = perfaux_pt_cap_attr(i, &name, &value);
+		if (r)
+			return r;
+		pax_attr(&pax_caps[i], &pax_cap_attrs[i], name, pax_cap_show,
+			 (void *)(unsigned long)value);
+	}
+	for (i = 0; i < PERFAUX_PT_TIMING_ATTRS; i++) {
+		r = perfaux_pt_timing_attr(i, &name, &text);
+		if (r)
+			return r;
+		pax_attr(&pax_timing[i], &pax_timing_attrs[i], name, pax_str_show, (void *)text);
+	}
+	return 0;
+}

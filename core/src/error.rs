@@ -23,6 +23,8 @@ use core::fmt;
 pub enum Error {
     /// `EPERM` (1): the operation is not permitted.
     NotPermitted,
+    /// `ENOENT` (2): no such entry (an index past the last of a table).
+    NoEntry,
     /// `E2BIG` (7): the attr size is out of range or carries unknown non-zero bytes.
     TooBig,
     /// `ENOMEM` (12): caller-supplied memory is too small for the request.
@@ -55,6 +57,7 @@ impl Error {
     pub const fn errno_positive(self) -> i32 {
         match self {
             Error::NotPermitted => 1,
+            Error::NoEntry => 2,
             Error::TooBig => 7,
             Error::NoMemory => 12,
             Error::Access => 13,
@@ -78,6 +81,7 @@ impl Error {
         };
         Some(match positive {
             1 => Error::NotPermitted,
+            2 => Error::NoEntry,
             7 => Error::TooBig,
             12 => Error::NoMemory,
             13 => Error::Access,
@@ -96,6 +100,7 @@ impl Error {
     pub const fn name(self) -> &'static str {
         match self {
             Error::NotPermitted => "EPERM",
+            Error::NoEntry => "ENOENT",
             Error::TooBig => "E2BIG",
             Error::NoMemory => "ENOMEM",
             Error::Access => "EACCES",
@@ -125,8 +130,9 @@ pub type Result<T> = core::result::Result<T, Error>;
 mod tests {
     use super::*;
 
-    const ALL: [Error; 11] = [
+    const ALL: [Error; 12] = [
         Error::NotPermitted,
+        Error::NoEntry,
         Error::TooBig,
         Error::NoMemory,
         Error::Access,

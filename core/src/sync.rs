@@ -75,7 +75,7 @@ impl LocalU64 {
                 // barrier (the compiler assumes it may touch any memory), as
                 // the kernel's `local_cmpxchg` ("memory" clobber); the
                 // Relaxed fallback below is not, so callers that need the
-                // barrier (the ring's reservation) add `compiler_fence`.
+                // barrier (the ring's reservation) add `barrier()`.
                 unsafe {
                     core::arch::asm!(
                         "cmpxchg qword ptr [{p}], {new}",
@@ -172,6 +172,16 @@ impl LocalBool {
     #[inline(always)]
     pub fn store(&self, v: bool) {
         self.0.store(v, Ordering::Relaxed);
+    }
+
+    /// Stores `v` and returns what the flag held: a `READ_ONCE` and a
+    /// `WRITE_ONCE`, not a locked instruction (an interrupt in between
+    /// restores what it found, see the type).
+    #[inline(always)]
+    pub fn swap(&self, v: bool) -> bool {
+        let old = self.load();
+        self.store(v);
+        old
     }
 }
 

@@ -86,6 +86,25 @@ pub(crate) fn snapshot_to_c(result: Result<u64>) -> i64 {
     }
 }
 
+/// Writes `size` zero bytes into `sink`, in pieces of at most 512, until
+/// it takes no more; returns how many it took, or `-EINVAL` for a NULL
+/// sink or one without a copy callback. What a kernel module's
+/// `snapshot_aux` writes when its PMU has nothing to copy (no transaction
+/// open here: the AUX area being unmapped), so that the sample's AUX block
+/// is whole and the kernel does not WARN at a short copy
+/// (`perfaux::aux::copy_zeros`). PMI-safe.
+///
+/// # Safety
+/// `sink` NULL or readable; its callback callable with its `ctx`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_sink_copy_zeros(sink: *const perfaux_sink, size: u64) -> i64 {
+    // SAFETY: NULL or readable (this function's `# Safety`).
+    let Some(sink) = (unsafe { crate::storage::read_in(sink) }).filter(|s| s.copy.is_some()) else {
+        return i64::from(Error::Invalid.errno());
+    };
+    snapshot_to_c(Ok(perfaux::aux::copy_zeros(&mut CSink(sink), size)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,19 +6,19 @@
 //!
 //! The ticker is a per-CPU hrtimer (hard interrupt context): at each tick
 //! it records where the traced context was interrupted, as the hardware
-//! would trace the interrupt: TIP.PGE/PGD as the event's `exclude_user`
-//! and `exclude_kernel` say, then TSC, FUP at the interrupted IP, TIP to
-//! the handler and back.
+//! would trace the interrupt (`perfaux::soft_pt::tick`, which the C module
+//! runs too).
 
 use core::ptr::{addr_of, addr_of_mut, NonNull};
 
 use kernel::prelude::*;
 use kernel::types::Opaque;
 use perfaux::aux::{AuxOutput, AuxTransaction};
-use perfaux::local::{LocalBool, LocalPtr};
+use perfaux::local::LocalPtr;
 use perfaux::pt::buffer::PtBuffer;
 use perfaux::pt::pmu::PtPmu;
 use perfaux::soft_pt::stream::TraceEvent;
+use perfaux::soft_pt::tick::{Tick, TickFlow};
 use perfaux::soft_pt::tracer::SoftTracer;
 
 use crate::buffer::PaxBuf;
@@ -48,9 +48,8 @@ pub(crate) struct PaxCpu {
     /// The PT event added on this CPU, or null: written by `add` and `del`
     /// (interrupts off), read by the ticker and the AUX output (`begin`).
     event: LocalPtr<perf::perf_event>,
-    /// The tracer saw the traced context at the last tick (so it sent a
-    /// TIP.PGE): written and read by the ticker, cleared by `add`.
-    traced: LocalBool,
+    /// The ticker's view of where the CPU was (`perfaux::soft_pt::tick`).
+    ticks: TickFlow,
     /// The ticker: set up by the CPU's online callback, cancelled by its
     /// offline one.
     timer: Opaque<perf::hrtimer>,
@@ -137,7 +136,7 @@ impl PaxCpu {
         unsafe {
             addr_of_mut!((*this).handle).write(Opaque::new(Default::default()));
             addr_of_mut!((*this).event).write(LocalPtr::null());
-            addr_of_mut!((*this).traced).write(LocalBool::new(false));
+            addr_of_mut!((*this).ticks).write(TickFlow::new());
             addr_of_mut!((*this).timer).write(Opaque::new(Default::default()));
             addr_of_mut!((*this).period_ns).write(period_ns);
             // INVARIANT: the output points to this object's fields.
@@ -164,7 +163,7 @@ impl PaxCpu {
     /// `add` put `event` here (null: `del` took it off).
     pub(crate) fn set_event(&self, event: *mut perf::perf_event) {
         self.event.store(event);
-        self.traced.store(false);
+        self.ticks.reset();
     }
 
     /// Whether an AUX transaction is open here (Intel PT:
@@ -238,39 +237,17 @@ impl PaxCpu {
         if state & perf::PERF_HES_STOPPED as i32 != 0 {
             return;
         }
-        // user_mode(): the privilege level of the interrupted code.
-        let user = cs & 3 != 0;
-        let wanted = if user { !exclude_user } else { !exclude_kernel };
-        let ip = ip as u64;
-        if !wanted {
-            // The interrupted context is excluded: tracing went off on the
-            // way there, at an IP this tracer never saw: a TIP.PGD without
-            // one.
-            if self.traced.load() {
-                self.trace(TraceEvent::Disable(None));
-            }
-            self.traced.store(false);
-            return;
-        }
-        // The time first, so that a first PSB+ carries it.
-        self.trace(TraceEvent::Time(rdtsc_ordered()));
-        if !self.traced.load() {
-            self.trace(TraceEvent::Enable(ip));
-        }
-        self.traced.store(true);
-        if !exclude_kernel {
-            // The interrupt: FUP at the interrupted IP, TIP into the
-            // handler, and TIP back on the return.
-            self.trace(TraceEvent::Async {
-                from: ip,
-                to: Some(tick as *const () as u64),
-            });
-            self.trace(TraceEvent::Indirect { target: ip });
-        } else {
-            // Into the untraced kernel (FUP, TIP.PGD) and back (TIP.PGE).
-            self.trace(TraceEvent::Async { from: ip, to: None });
-            self.trace(TraceEvent::Enable(ip));
-        }
+        // What the interrupt looks like in the trace: perfaux::soft_pt::tick.
+        let tick = Tick {
+            ip: ip as u64,
+            // user_mode(): the privilege level of the interrupted code.
+            user: cs & 3 != 0,
+            tsc: rdtsc_ordered(),
+            handler: tick as *const () as u64,
+            exclude_user,
+            exclude_kernel,
+        };
+        self.ticks.tick(&tick, |e| self.trace(e));
     }
 }
 

@@ -291,21 +291,6 @@ impl OutputSink for HandleSink {
     }
 }
 
-/// Writes `size` zero bytes into the record; returns how many went in.
-fn zero_fill(sink: &mut HandleSink, size: u64) -> u64 {
-    static ZEROS: [u8; 512] = [0; 512];
-    let mut done = 0u64;
-    while done < size {
-        let n = (size - done).min(ZEROS.len() as u64) as usize;
-        let piece = ZEROS.get(..n).unwrap_or(&[]);
-        if sink.copy(piece) != 0 {
-            break;
-        }
-        done += n as u64;
-    }
-    done
-}
-
 /// `pmu->snapshot_aux` (`pt_event_snapshot_aux`), from the PMI: the newest
 /// `size` trace bytes into the sample's record.
 ///
@@ -331,12 +316,8 @@ unsafe extern "C" fn snapshot_aux(
     if let Ok(n @ 1..) = r {
         return n.min(c_long::MAX as u64) as c_long;
     }
-    // Nothing to copy: no transaction is open here. A user reaches this:
-    // perf_mmap_close() of the AUX area stops the event, then frees the
-    // buffer some time later, and a sampler that overflows in between
-    // still asks for perf_aux_size() bytes. Intel PT WARNs, and
-    // perf_aux_sample_output() WARNs at a short copy and leaves the rest of
-    // the record unwritten. Zeros instead: the sample carries an AUX block
-    // with no trace in it, and the kernel is quiet.
-    zero_fill(&mut sink, size as u64).min(c_long::MAX as u64) as c_long
+    // Nothing to copy: no transaction is open here (the AUX area is being
+    // unmapped). Zeros instead of Intel PT's WARN, so the sample's AUX
+    // block is whole (`copy_zeros` says why).
+    perfaux::aux::copy_zeros(&mut sink, size as u64).min(c_long::MAX as u64) as c_long
 }

@@ -4,51 +4,99 @@
 //! bits perf parses `intel_pt/.../` terms into; `caps/`, what the tracer
 //! implements, as CPUID leaf 0x14 would report it for hardware that does
 //! the same; and the timing attributes. perf reads them to build its
-//! default configuration and to check the user's.
+//! default configuration and to check the user's. The tables are the
+//! engine's (`perfaux::pt::sysfs`), built into attributes at compile time.
 
+use core::ffi::CStr;
 use core::ptr;
 use kernel::ffi::{c_char, c_void};
+use perfaux::pt::sysfs::{CAPS, FORMAT, TIMING};
 
 use crate::perf;
 
-/// `PMU_FORMAT_ATTR()` and `dev_ext_attribute` in one: a read-only
-/// attribute `name` whose `show` is given `var`.
-macro_rules! ext_attr {
-    ($id:ident, $name:literal, $show:ident, $var:expr) => {
-        static mut $id: perf::dev_ext_attribute = perf::dev_ext_attribute {
-            attr: perf::device_attribute {
-                attr: perf::attribute {
-                    name: concat!($name, "\0").as_ptr().cast(),
-                    mode: 0o444,
-                },
-                show: Some($show),
-                store: None,
+/// A read-only attribute `name` whose `show` is given `var`
+/// (`dev_ext_attribute`, as `PMU_FORMAT_ATTR()` and pt.c's `PT_CAP()` make
+/// them).
+const fn ext_attr(
+    name: &'static CStr,
+    show: unsafe extern "C" fn(
+        *mut perf::device,
+        *mut perf::device_attribute,
+        *mut c_char,
+    ) -> isize,
+    var: *mut c_void,
+) -> perf::dev_ext_attribute {
+    perf::dev_ext_attribute {
+        attr: perf::device_attribute {
+            attr: perf::attribute {
+                name: name.as_ptr().cast(),
+                mode: 0o444,
             },
-            var: $var as *mut c_void,
-        };
-    };
+            show: Some(show),
+            store: None,
+        },
+        var,
+    }
 }
 
-/// A format attribute: `config:<bits>`.
-macro_rules! format_attr {
-    ($id:ident, $name:literal, $bits:literal) => {
-        ext_attr!($id, $name, show_str, concat!($bits, "\0").as_ptr());
-    };
+/// The attributes of `format/` (the engine's table: a string each).
+const fn format_attrs() -> [perf::dev_ext_attribute; FORMAT.len()] {
+    let mut out = [const { ext_attr(c"", show_str, ptr::null_mut()) }; FORMAT.len()];
+    let mut i = 0;
+    while i < FORMAT.len() {
+        out[i] = ext_attr(
+            FORMAT[i].name,
+            show_str,
+            FORMAT[i].config.as_ptr() as *mut c_void,
+        );
+        i += 1;
+    }
+    out
 }
 
-/// A capability: a hexadecimal number.
-macro_rules! cap_attr {
-    ($id:ident, $name:literal, $value:expr) => {
-        ext_attr!($id, $name, show_hex, $value as usize);
-    };
+/// The attributes of `caps/` (the engine's table: a number each).
+const fn cap_attrs() -> [perf::dev_ext_attribute; CAPS.len()] {
+    let mut out = [const { ext_attr(c"", show_hex, ptr::null_mut()) }; CAPS.len()];
+    let mut i = 0;
+    while i < CAPS.len() {
+        out[i] = ext_attr(
+            CAPS[i].name,
+            show_hex,
+            CAPS[i].value as usize as *mut c_void,
+        );
+        i += 1;
+    }
+    out
 }
 
-/// The attribute pointers of a group, NULL-terminated.
-macro_rules! attrs {
-    ($($id:ident),* $(,)?) => {
-        // SAFETY: only the addresses are taken.
-        [$(unsafe { &raw mut $id.attr.attr },)* ptr::null_mut()]
-    };
+/// The timing attributes (the engine's table: a string each).
+const fn timing_attrs() -> [perf::dev_ext_attribute; TIMING.len()] {
+    let mut out = [const { ext_attr(c"", show_str, ptr::null_mut()) }; TIMING.len()];
+    let mut i = 0;
+    while i < TIMING.len() {
+        out[i] = ext_attr(
+            TIMING[i].name,
+            show_str,
+            TIMING[i].value.as_ptr() as *mut c_void,
+        );
+        i += 1;
+    }
+    out
+}
+
+/// The attribute pointers of a group over `attrs`, NULL-terminated (`M`
+/// is one more than `N`).
+const fn attr_ptrs<const N: usize, const M: usize>(
+    attrs: *mut [perf::dev_ext_attribute; N],
+) -> [*mut perf::attribute; M] {
+    let mut out = [ptr::null_mut(); M];
+    let mut i = 0;
+    while i < N {
+        // SAFETY: only the address of element `i < N` of the array is taken.
+        out[i] = unsafe { &raw mut (*attrs)[i].attr.attr };
+        i += 1;
+    }
+    out
 }
 
 /// The `var` of the `dev_ext_attribute` whose `attr` field `attr` is.
@@ -89,104 +137,12 @@ unsafe extern "C" fn show_hex(
     unsafe { perf::sysfs_emit(buf, c"%lx\n".as_ptr().cast(), ext_var(attr) as usize) as isize }
 }
 
-format_attr!(FORMAT_PT, "pt", "config:0");
-format_attr!(FORMAT_CYC, "cyc", "config:1");
-format_attr!(FORMAT_PWR_EVT, "pwr_evt", "config:4");
-format_attr!(FORMAT_FUP_ON_PTW, "fup_on_ptw", "config:5");
-format_attr!(FORMAT_MTC, "mtc", "config:9");
-format_attr!(FORMAT_TSC, "tsc", "config:10");
-format_attr!(FORMAT_NORETCOMP, "noretcomp", "config:11");
-format_attr!(FORMAT_PTW, "ptw", "config:12");
-format_attr!(FORMAT_BRANCH, "branch", "config:13");
-format_attr!(FORMAT_EVENT, "event", "config:31");
-format_attr!(FORMAT_NOTNT, "notnt", "config:55");
-format_attr!(FORMAT_MTC_PERIOD, "mtc_period", "config:14-17");
-format_attr!(FORMAT_CYC_THRESH, "cyc_thresh", "config:19-22");
-format_attr!(FORMAT_PSB_PERIOD, "psb_period", "config:24-27");
-
-static mut FORMAT_ATTRS: [*mut perf::attribute; 15] = attrs![
-    FORMAT_PT,
-    FORMAT_CYC,
-    FORMAT_PWR_EVT,
-    FORMAT_EVENT,
-    FORMAT_NOTNT,
-    FORMAT_FUP_ON_PTW,
-    FORMAT_MTC,
-    FORMAT_TSC,
-    FORMAT_NORETCOMP,
-    FORMAT_PTW,
-    FORMAT_BRANCH,
-    FORMAT_MTC_PERIOD,
-    FORMAT_CYC_THRESH,
-    FORMAT_PSB_PERIOD,
-];
-
-// What the software tracer does: ToPA output with several entries per
-// table, configurable PSB frequency (psb_cyc, psb_periods) and nothing
-// else: no MTC, CYC thresholds, PTWRITE, power or event trace, IP or CR3
-// filtering. pt_event_valid() refuses the config bits of what is 0 here,
-// and so does PtConfig::from_attr().
-cap_attr!(CAP_MAX_SUBLEAF, "max_subleaf", 1);
-cap_attr!(CAP_CR3_FILTERING, "cr3_filtering", 0);
-cap_attr!(CAP_PSB_CYC, "psb_cyc", 1);
-cap_attr!(CAP_IP_FILTERING, "ip_filtering", 0);
-cap_attr!(CAP_MTC, "mtc", 0);
-cap_attr!(CAP_PTWRITE, "ptwrite", 0);
-cap_attr!(CAP_POWER_EVENT_TRACE, "power_event_trace", 0);
-cap_attr!(CAP_EVENT_TRACE, "event_trace", 0);
-cap_attr!(CAP_TNT_DISABLE, "tnt_disable", 0);
-cap_attr!(CAP_TOPA_OUTPUT, "topa_output", 1);
-cap_attr!(CAP_TOPA_MULTIPLE_ENTRIES, "topa_multiple_entries", 1);
-cap_attr!(CAP_SINGLE_RANGE_OUTPUT, "single_range_output", 0);
-cap_attr!(CAP_OUTPUT_SUBSYS, "output_subsys", 0);
-cap_attr!(CAP_PAYLOADS_LIP, "payloads_lip", 0);
-cap_attr!(CAP_NUM_ADDRESS_RANGES, "num_address_ranges", 0);
-cap_attr!(CAP_MTC_PERIODS, "mtc_periods", 0);
-cap_attr!(CAP_CYCLE_THRESHOLDS, "cycle_thresholds", 0);
-cap_attr!(
-    CAP_PSB_PERIODS,
-    "psb_periods",
-    perfaux::pt::config::PSB_PERIODS
-);
-
-static mut CAP_ATTRS: [*mut perf::attribute; 19] = attrs![
-    CAP_MAX_SUBLEAF,
-    CAP_CR3_FILTERING,
-    CAP_PSB_CYC,
-    CAP_IP_FILTERING,
-    CAP_MTC,
-    CAP_PTWRITE,
-    CAP_POWER_EVENT_TRACE,
-    CAP_EVENT_TRACE,
-    CAP_TNT_DISABLE,
-    CAP_TOPA_OUTPUT,
-    CAP_TOPA_MULTIPLE_ENTRIES,
-    CAP_SINGLE_RANGE_OUTPUT,
-    CAP_OUTPUT_SUBSYS,
-    CAP_PAYLOADS_LIP,
-    CAP_NUM_ADDRESS_RANGES,
-    CAP_MTC_PERIODS,
-    CAP_CYCLE_THRESHOLDS,
-    CAP_PSB_PERIODS,
-];
-
-// pt.c's timing attributes: the tracer's CBR packets carry ratio 0 and it
-// has no ART, so both are 0.
-ext_attr!(
-    TIMING_MAX_NONTURBO_RATIO,
-    "max_nonturbo_ratio",
-    show_str,
-    c"0".as_ptr().cast::<u8>()
-);
-ext_attr!(
-    TIMING_TSC_ART_RATIO,
-    "tsc_art_ratio",
-    show_str,
-    c"0:0".as_ptr().cast::<u8>()
-);
-
-static mut TIMING_ATTRS: [*mut perf::attribute; 3] =
-    attrs![TIMING_MAX_NONTURBO_RATIO, TIMING_TSC_ART_RATIO];
+static mut FORMAT_EXT: [perf::dev_ext_attribute; FORMAT.len()] = format_attrs();
+static mut FORMAT_ATTRS: [*mut perf::attribute; FORMAT.len() + 1] = attr_ptrs(&raw mut FORMAT_EXT);
+static mut CAP_EXT: [perf::dev_ext_attribute; CAPS.len()] = cap_attrs();
+static mut CAP_ATTRS: [*mut perf::attribute; CAPS.len() + 1] = attr_ptrs(&raw mut CAP_EXT);
+static mut TIMING_EXT: [perf::dev_ext_attribute; TIMING.len()] = timing_attrs();
+static mut TIMING_ATTRS: [*mut perf::attribute; TIMING.len() + 1] = attr_ptrs(&raw mut TIMING_EXT);
 
 /// A named group over `attrs`.
 const fn group(name: *const c_char, attrs: *mut *mut perf::attribute) -> perf::attribute_group {

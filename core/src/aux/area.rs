@@ -246,9 +246,9 @@ impl<'a> AuxArea<'a> {
     pub fn set_in_sampling(&self, on: bool) {
         // Plain same-CPU word (WRITE_ONCE) with compiler fences around the
         // PMU call: an NMI on this CPU sees it set before any AUX byte is read.
-        crate::sync::compiler_fence(Ordering::SeqCst);
+        crate::sync::barrier();
         self.in_sampling.store(u32::from(on));
-        crate::sync::compiler_fence(Ordering::SeqCst);
+        crate::sync::barrier();
     }
 
     /// Takes a pending request to disable the AUX event (made when a

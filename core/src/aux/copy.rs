@@ -66,7 +66,9 @@ pub unsafe fn copy_aux_pages<S: OutputSink + ?Sized>(
         };
         let index = (from / page) as usize;
         let Some(&base) = pages.get(index) else {
-            return Err(Error::Fault); // unreachable: from <= mask
+            // `from <= mask` keeps the index inside the area.
+            crate::warn_on_once!(true, "AUX copy from a page past the area");
+            return Err(Error::Fault);
         };
         // To the page's end, and on over the pages that follow it in memory
         // (a high-order allocation's): one piece where Linux copies page by
@@ -94,4 +96,30 @@ pub unsafe fn copy_aux_pages<S: OutputSink + ?Sized>(
             return Ok(len);
         }
     }
+}
+/// `size` zero bytes into `sink`, in pieces of at most 512; returns how
+/// many it took (fewer when it stops taking them).
+///
+/// The AUX block of a sample whose PMU has nothing to copy: a kernel
+/// module's `snapshot_aux` with no open transaction. A user gets there:
+/// `perf_mmap_close()` of the AUX area stops the event and frees the
+/// buffer some time later, and a sampler that overflows in between still
+/// asks for `perf_aux_size()` bytes. Intel PT `WARN`s
+/// (`pt_event_snapshot_aux`), and `perf_aux_sample_output()` `WARN`s at a
+/// short copy and leaves the rest of the record unwritten; both perfaux
+/// modules write zeros instead, so the sample carries an AUX block with no
+/// trace in it and the kernel stays quiet (a deviation
+/// `docs/kernel-modules.md` states).
+pub fn copy_zeros<S: OutputSink + ?Sized>(sink: &mut S, size: u64) -> u64 {
+    static ZEROS: [u8; 512] = [0; 512];
+    let mut done = 0u64;
+    while done < size {
+        let n = (size - done).min(ZEROS.len() as u64) as usize;
+        let piece = ZEROS.get(..n).unwrap_or_default();
+        if sink.copy(piece) != 0 {
+            break;
+        }
+        done += n as u64;
+    }
+    done
 }

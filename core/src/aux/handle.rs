@@ -9,7 +9,7 @@ use super::area::AuxArea;
 use crate::abi::{PerfEventHeader, aux_flags, record_type};
 use crate::error::{Error, Result};
 use crate::ring::{NestHook, OutputEvent, Ring};
-use crate::sync::{Ordering, compiler_fence};
+use crate::sync::{Ordering, barrier};
 
 /// An open AUX transaction: the PMU writes trace data between `begin` and
 /// `end`. At most one per area at a time.
@@ -47,7 +47,7 @@ impl<'a> AuxArea<'a> {
             return Err(Error::Busy);
         }
         self.nest.store(1);
-        compiler_fence(Ordering::SeqCst);
+        barrier();
 
         let head = self.head.load();
         let mut handle = AuxHandle {
@@ -215,7 +215,7 @@ impl<'a> AuxHandle<'_, 'a> {
             return;
         }
         self.ended = true;
-        compiler_fence(Ordering::SeqCst);
+        barrier();
         self.area.nest.store(0);
         // Never the last reference while mapped; after `unmap` the caller
         // learns from `unmap`'s result or its own bookkeeping.

@@ -16,6 +16,6 @@ mod output;
 
 pub use area::{AuxArea, AuxConfig};
 pub use consumer::AuxConsumer;
-pub use copy::{copy_aux, copy_aux_pages};
+pub use copy::{copy_aux, copy_aux_pages, copy_zeros};
 pub use handle::{AuxHandle, write_itrace_start};
 pub use output::{AreaOutput, AuxOutput, AuxTransaction};

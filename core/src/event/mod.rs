@@ -24,7 +24,7 @@ use crate::attr::{GroupLeader, Rule, check_event, needs_aux_event};
 use crate::aux::AuxArea;
 use crate::pmu::{EventInfo, Platform, Pmu};
 use crate::ring::{OutputEvent, Ring, SampleId};
-use crate::sync::{AtomicBool, AtomicI32, AtomicPtr, AtomicU8, AtomicU64, Ordering};
+use crate::sync::{AtomicBool, AtomicI32, AtomicPtr, AtomicU8, AtomicU64, LocalBool, Ordering};
 
 mod group;
 mod output;
@@ -85,7 +85,7 @@ pub struct Event<'g> {
     aux_event: AtomicPtr<Event<'g>>,
     buffer: AtomicPtr<Buffer<'g>>,
     itrace_started: AtomicBool,
-    aux_paused: AtomicBool,
+    aux_paused: LocalBool,
     lost_samples: AtomicU64,
 }
 
@@ -158,7 +158,7 @@ impl<'g> Event<'g> {
             aux_event: AtomicPtr::new(aux_event),
             buffer: AtomicPtr::new(ptr::null_mut()),
             itrace_started: AtomicBool::new(false),
-            aux_paused: AtomicBool::new(config.attr.aux_start_paused()),
+            aux_paused: LocalBool::new(config.attr.aux_start_paused()),
             lost_samples: AtomicU64::new(0),
         })
     }
@@ -228,9 +228,9 @@ impl<'g> Event<'g> {
             attr: &self.attr,
             id: self.id,
             cpu: self.cpu,
-            // Relaxed: same-CPU flag (hw.aux_paused), written only by this
+            // A same-CPU flag (hw.aux_paused), written only by this
             // CPU in `aux_pause_resume` with interrupts masked.
-            aux_paused: self.aux_paused.load(Ordering::Relaxed),
+            aux_paused: self.aux_paused.load(),
         }
     }
 }

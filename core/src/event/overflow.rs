@@ -116,8 +116,9 @@ impl<'g> Event<'g> {
         if self.state() != EventState::Active {
             return;
         }
-        // Relaxed: same-CPU flag (hw.aux_paused).
-        if self.aux_paused.swap(pause, Ordering::Relaxed) == pause {
+        // A same-CPU flag (hw.aux_paused), as perf_event_aux_pause()'s
+        // READ_ONCE + WRITE_ONCE: only this PMI path writes it.
+        if self.aux_paused.swap(pause) == pause {
             return;
         }
         if pause {

@@ -6,7 +6,8 @@
 //! position; [`buffer`], the driver's state of one AUX buffer (`struct
 //! pt_buffer`); [`pmu`], the PMU of one CPU in snapshot mode (with
 //! `snapshot_aux`) and full-trace mode (with the ToPA PMI handler); and
-//! [`hw`], the tracer as the driver programs it (the `IA32_RTIT_*` MSRs).
+//! [`hw`], the tracer as the driver programs it (the `IA32_RTIT_*` MSRs);
+//! and [`sysfs`], the PMU's `format/`, `caps/` and timing attributes.
 //!
 //! The driver knows the tracer only through [`hw::TraceHw`]: hardware, or
 //! the software Intel PT of [`soft_pt`](crate::soft_pt), which reads the
@@ -16,4 +17,5 @@ pub mod buffer;
 pub mod config;
 pub mod hw;
 pub mod pmu;
+pub mod sysfs;
 pub mod topa;

@@ -274,10 +274,12 @@ impl<'t> Topa<'t> {
             let entry = TopaEntry::region(phys.to_phys(page), order)?;
             // A full table links to a fresh one (the last slot keeps the END).
             let Some((done, rest)) = tables.split_at_mut_checked(count) else {
-                return Err(Error::NoMemory); // unreachable: count <= len
+                crate::warn_on_once!(true, "ToPA build: more tables in use than given");
+                return Err(Error::NoMemory);
             };
             let Some(current) = done.last_mut() else {
-                return Err(Error::NoMemory); // unreachable: count >= 1
+                crate::warn_on_once!(true, "ToPA build: no table in use");
+                return Err(Error::NoMemory);
             };
             let current = if current.last as usize == TENTS_PER_PAGE - 1 {
                 let Some(next) = rest.first_mut() else {
@@ -301,7 +303,8 @@ impl<'t> Topa<'t> {
         // Close the ring: the last table links back to the first.
         let first_link = TopaEntry::link(head)?;
         let Some(last) = tables.get_mut(count - 1) else {
-            return Err(Error::NoMemory); // unreachable: count <= len
+            crate::warn_on_once!(true, "ToPA build: the last table in use is not there");
+            return Err(Error::NoMemory);
         };
         last.set_entry(last.last as usize, first_link);
         // INVARIANT: every page went into a region in order, the tables in
@@ -377,7 +380,9 @@ impl<'t> Topa<'t> {
                 }
             }
         }
-        TopaPosition::default() // unreachable: offset < size
+        // The offset is below the buffer's size, which the regions sum to.
+        crate::warn_on_once!(true, "ToPA position of an offset past the regions");
+        TopaPosition::default()
     }
 
     /// The buffer offset of a position (`pt_update_head`'s base): the

@@ -24,7 +24,7 @@ use super::sample_id::{OutputEvent, SampleId};
 use super::sink::OutputSink;
 use crate::abi::{MAX_RECORD_SIZE, PerfEventHeader, record_type};
 use crate::error::{Error, Result};
-use crate::sync::{Ordering, barrier, compiler_fence, copy_to};
+use crate::sync::{Ordering, barrier, copy_to};
 
 /// Size of a `PERF_RECORD_LOST` before its sample_id trailer.
 const LOST_RECORD_SIZE: usize = 24;
@@ -125,7 +125,7 @@ impl<'a, H: NestHook> Ring<'a, H> {
         self.nest.store(self.nest.load().wrapping_add(1));
         // Local load: `end` compares it with the generation then.
         let wakeup = self.wakeup.load();
-        compiler_fence(Ordering::SeqCst);
+        barrier();
         self.hook.at(self, Point::BeginNested);
 
         // `perf_output_begin` picks `__perf_output_begin`'s forward or
@@ -245,7 +245,7 @@ impl<'a, H: NestHook> Ring<'a, H> {
         loop {
             // The head load must follow the nest increment (compiler order):
             // an earlier load could miss a nested writer's reservation.
-            compiler_fence(Ordering::SeqCst);
+            barrier();
             // Local load: every reservation on this CPU (ours and nested
             // ones) is in it.
             let head = self.head.load();
@@ -260,14 +260,14 @@ impl<'a, H: NestHook> Ring<'a, H> {
             self.hook.at(self, Point::EndPublished);
             // Publish before dropping nest: otherwise a nested writer could
             // publish a newer head that this store then takes back.
-            compiler_fence(Ordering::SeqCst);
+            barrier();
             if H::MUTATION != Mutation::NestDropBeforePublish {
                 self.nest.store(0);
                 self.hook.at(self, Point::EndNestDropped);
             }
             // Drop nest before re-reading head, or the last nested update
             // could be missed.
-            compiler_fence(Ordering::SeqCst);
+            barrier();
             if H::MUTATION == Mutation::NoRecheck || head == self.head.load() {
                 break;
             }

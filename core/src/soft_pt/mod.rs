@@ -13,8 +13,9 @@
 //! - its flow sources, which turn what a thread did into the
 //!   [`stream::TraceEvent`]s the tracer takes: [`step`], a single-step
 //!   tracer's retired instructions (with [`insn`], the instruction length
-//!   decoder and branch classifier it needs), and [`blocks`], an emulator's
-//!   executed translation blocks.
+//!   decoder and branch classifier it needs); [`blocks`], an emulator's
+//!   executed translation blocks; and [`tick`], a periodic interrupt's view
+//!   of where the CPU was.
 //!
 //! It reads what the driver writes ([`pt::config`](crate::pt::config),
 //! [`pt::topa`](crate::pt::topa)) as the hardware reads it; the driver
@@ -25,4 +26,5 @@ pub mod insn;
 pub mod packet;
 pub mod step;
 pub mod stream;
+pub mod tick;
 pub mod tracer;

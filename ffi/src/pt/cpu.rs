@@ -11,6 +11,8 @@ use perfaux::aux::AreaOutput;
 use perfaux::pmu::Pmu;
 use perfaux::pt::pmu::PtPmu;
 use perfaux::ring::OutputSink;
+use perfaux::soft_pt::stream::TraceEvent;
+use perfaux::soft_pt::tick::TickFlow;
 use perfaux::soft_pt::tracer::SoftTracer;
 use perfaux::{Error, Result};
 
@@ -46,6 +48,8 @@ pub(crate) struct CpuBox {
     pub(super) platform: CPlatform,
     /// The driver, holding the software tracer it programs.
     pub(super) pmu: CpuPmu,
+    /// A kernel module's ticker (`perfaux_pt_tick`).
+    pub(super) ticks: TickFlow,
 }
 
 /// The PT driver of a CPU object: it owns its tracer, which translates
@@ -134,6 +138,7 @@ unsafe fn build_cpu(
     // SAFETY: valid storage; the live word goes last.
     unsafe {
         addr_of_mut!((*b).pmu).write(PtPmu::with_output(tracer, phys, output));
+        addr_of_mut!((*b).ticks).write(TickFlow::new());
         addr_of_mut!((*b).holds).write(holds);
         addr_of_mut!((*b).live).write(CPU_LIVE);
     }
@@ -266,6 +271,7 @@ pub unsafe extern "C" fn perfaux_pt_cpu_fini(cpu: *mut perfaux_pt_cpu) -> c_int 
     unsafe {
         addr_of_mut!((*b).live).write(0);
         ptr::drop_in_place(addr_of_mut!((*b).pmu));
+        ptr::drop_in_place(addr_of_mut!((*b).ticks));
         ptr::drop_in_place(addr_of_mut!((*b).holds));
     }
     0
@@ -280,6 +286,16 @@ impl CpuBox {
     /// The software tracer the driver programs.
     pub(crate) fn tracer(&self) -> &SoftTracer<'static> {
         self.pmu.hw()
+    }
+
+    /// Feeds the tracer `event`, then handles the ToPA PMIs its writes
+    /// raised (full-trace mode) right after it, as the hardware's PMI would
+    /// come (`perfaux_pt_handle_pmi`).
+    pub(super) fn trace_and_handle(&self, event: TraceEvent) {
+        self.tracer().trace(event);
+        for _ in 0..self.tracer().take_pmi() {
+            self.pmu.handle_pmi();
+        }
     }
 
     /// The PMU with a hold on this CPU object, for an event opened on it:

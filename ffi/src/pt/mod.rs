@@ -18,6 +18,7 @@ mod cpu;
 mod ops;
 mod output;
 mod step;
+mod sysfs;
 mod trace;
 
 pub use buffer::*;
@@ -25,4 +26,5 @@ pub use cpu::*;
 pub use ops::*;
 pub use output::perfaux_aux_ops;
 pub use step::*;
+pub use sysfs::*;
 pub use trace::*;

@@ -7,6 +7,7 @@ use core::ffi::c_int;
 use perfaux::Error;
 use perfaux::soft_pt::packet::ExecMode;
 use perfaux::soft_pt::stream::TraceEvent;
+use perfaux::soft_pt::tick::Tick;
 
 use super::cpu::{cpu_ref, perfaux_pt_cpu};
 use crate::storage::read_in;
@@ -224,6 +225,94 @@ fn trace_event(e: &perfaux_trace_event) -> Option<TraceEvent> {
         PERFAUX_TRACE_PAD => TraceEvent::Pad,
         _ => TraceEvent::Overflow,
     })
+}
+
+/// What one tick of a kernel module's ticker found (`perfaux_pt_tick`): a
+/// periodic interrupt on the CPU, while an AUX transaction is open for the
+/// event there.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct perfaux_tick {
+    /// The interrupted instruction pointer (`instruction_pointer(regs)`).
+    pub ip: u64,
+    /// The TSC at the tick (`rdtsc_ordered()`).
+    pub tsc: u64,
+    /// Where the interrupt went: the TIP target when the kernel is traced.
+    pub handler: u64,
+    /// 1: the interrupted context ran in user mode (`user_mode(regs)`).
+    pub user: u8,
+    /// The event's `attr.exclude_user`, 0 or 1.
+    pub exclude_user: u8,
+    /// The event's `attr.exclude_kernel`, 0 or 1.
+    pub exclude_kernel: u8,
+    /// Zero.
+    pub reserved: [u8; 5],
+}
+
+const _: () = assert!(core::mem::size_of::<perfaux_tick>() == 32);
+const _: () = assert!(core::mem::offset_of!(perfaux_tick, ip) == 0);
+const _: () = assert!(core::mem::offset_of!(perfaux_tick, tsc) == 8);
+const _: () = assert!(core::mem::offset_of!(perfaux_tick, handler) == 16);
+const _: () = assert!(core::mem::offset_of!(perfaux_tick, user) == 24);
+const _: () = assert!(core::mem::offset_of!(perfaux_tick, exclude_user) == 25);
+const _: () = assert!(core::mem::offset_of!(perfaux_tick, exclude_kernel) == 26);
+const _: () = assert!(core::mem::offset_of!(perfaux_tick, reserved) == 27);
+
+/// One tick of a kernel module's ticker (`perfaux::soft_pt::tick`): the
+/// trace events the interrupt makes as hardware would trace it (TSC,
+/// TIP.PGE if tracing was off, FUP + TIP into the handler and back, or
+/// FUP + TIP.PGD and TIP.PGE around an untraced kernel; a TIP.PGD once in
+/// an excluded context) go to the tracer, and the ToPA PMIs each one's
+/// writes raise are handled right after it (`perfaux_pt_handle_pmi`).
+/// Returns 0, or `-EINVAL` for a bad `cpu`, a NULL tick, a flag that is
+/// not 0 or 1, or non-zero reserved bytes.
+///
+/// # Safety
+/// `cpu` NULL or PT CPU storage, `tick` NULL or readable; called on the
+/// CPU in a hard interrupt (or with interrupts off).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_pt_tick(
+    cpu: *mut perfaux_pt_cpu,
+    tick: *const perfaux_tick,
+) -> c_int {
+    // SAFETY: `cpu` is NULL or `struct perfaux_pt_cpu` storage (this function's `# Safety`),
+    // which is what `cpu_ref` needs.
+    let Some(b) = (unsafe { cpu_ref(cpu) }) else {
+        return Error::Invalid.errno();
+    };
+    // SAFETY: NULL or readable (the caller's contract).
+    let Some(t) = (unsafe { read_in(tick) }) else {
+        return Error::Invalid.errno();
+    };
+    if t.user > 1 || t.exclude_user > 1 || t.exclude_kernel > 1 || t.reserved != [0; 5] {
+        return Error::Invalid.errno();
+    }
+    let tick = Tick {
+        ip: t.ip,
+        user: t.user != 0,
+        tsc: t.tsc,
+        handler: t.handler,
+        exclude_user: t.exclude_user != 0,
+        exclude_kernel: t.exclude_kernel != 0,
+    };
+    b.ticks.tick(&tick, |e| b.trace_and_handle(e));
+    0
+}
+
+/// An event came to or left the CPU (`pmu->add`, `pmu->del`): the ticker's
+/// next traced tick starts with TIP.PGE. Returns 0 or `-EINVAL`.
+///
+/// # Safety
+/// `cpu` NULL or PT CPU storage; called on the CPU with interrupts off.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_pt_tick_reset(cpu: *mut perfaux_pt_cpu) -> c_int {
+    // SAFETY: `cpu` is NULL or `struct perfaux_pt_cpu` storage (this function's `# Safety`),
+    // which is what `cpu_ref` needs.
+    let Some(b) = (unsafe { cpu_ref(cpu) }) else {
+        return Error::Invalid.errno();
+    };
+    b.ticks.reset();
+    0
 }
 
 /// Bytes the tracer has written so far, or `-EINVAL` for a bad `cpu`.
