@@ -12,7 +12,7 @@ use perfaux::abi::PAGE_SIZE;
 use perfaux::pt::buffer::PtBuffer;
 use perfaux::pt::topa::{tables_for_pages, TopaTable};
 
-use crate::perf;
+use crate::bindings;
 use crate::phys::KernelPhys;
 
 /// The ToPA tables of one buffer: `nr` zeroed pages from
@@ -32,7 +32,7 @@ impl TablePages {
         let gfp = kernel::bindings::GFP_KERNEL | kernel::bindings::__GFP_ZERO;
         // SAFETY: a plain allocation (`alloc_pages_exact()`, a macro over
         // this call); the result is checked for NULL.
-        let p = unsafe { perf::alloc_pages_exact_noprof(bytes, gfp) };
+        let p = unsafe { bindings::alloc_pages_exact_noprof(bytes, gfp) };
         // INVARIANT: the allocation of `nr` pages.
         Ok(TablePages {
             pages: NonNull::new(p.cast()).ok_or(ENOMEM)?,
@@ -44,7 +44,7 @@ impl TablePages {
 impl Drop for TablePages {
     fn drop(&mut self) {
         // SAFETY: the allocation (type invariant), freed once.
-        unsafe { perf::free_pages_exact(self.pages.as_ptr().cast(), self.nr * PAGE_SIZE) };
+        unsafe { bindings::free_pages_exact(self.pages.as_ptr().cast(), self.nr * PAGE_SIZE) };
     }
 }
 
@@ -70,7 +70,7 @@ pub(crate) struct PaxBuf {
 /// Called by the perf core: `pages` holds `nr_pages` page addresses that
 /// stay valid until `free_aux` of the result returns.
 pub(crate) unsafe extern "C" fn setup_aux(
-    _event: *mut perf::perf_event,
+    _event: *mut bindings::perf_event,
     pages: *mut *mut c_void,
     nr_pages: c_int,
     overwrite: bool,

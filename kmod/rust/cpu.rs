@@ -21,9 +21,8 @@ use perfaux::soft_pt::stream::TraceEvent;
 use perfaux::soft_pt::tick::{Tick, TickFlow};
 use perfaux::soft_pt::tracer::SoftTracer;
 
+use crate::bindings;
 use crate::buffer::PaxBuf;
-use crate::percpu::irq_regs;
-use crate::perf;
 use crate::phys::KernelPhys;
 
 /// The address map of every CPU's tracer and driver.
@@ -44,15 +43,15 @@ pub(crate) struct PaxCpu {
     /// The handle of this CPU's AUX transaction: `perf_aux_output_begin()`
     /// fills it, `perf_aux_output_end()` empties it; only `pmu`'s output
     /// touches it, and `pmu` never opens two transactions at once.
-    handle: Opaque<perf::perf_output_handle>,
+    handle: Opaque<bindings::perf_output_handle>,
     /// The PT event added on this CPU, or null: written by `add` and `del`
     /// (interrupts off), read by the ticker and the AUX output (`begin`).
-    event: LocalPtr<perf::perf_event>,
+    event: LocalPtr<bindings::perf_event>,
     /// The ticker's view of where the CPU was (`perfaux::soft_pt::tick`).
     ticks: TickFlow,
     /// The ticker: set up by the CPU's online callback, cancelled by its
     /// offline one.
-    timer: Opaque<perf::hrtimer>,
+    timer: Opaque<bindings::hrtimer>,
     /// Nanoseconds between ticks.
     period_ns: i64,
     /// The driver, holding the tracer it programs.
@@ -66,8 +65,8 @@ pub(crate) struct PaxCpu {
 /// `handle` and `event` point to the fields of the `PaxCpu` whose `pmu`
 /// holds this output, living as long as it.
 pub(crate) struct KernelAux {
-    handle: *mut perf::perf_output_handle,
-    event: *const LocalPtr<perf::perf_event>,
+    handle: *mut bindings::perf_output_handle,
+    event: *const LocalPtr<bindings::perf_event>,
 }
 
 // SAFETY: the `AuxOutput` contract: `perf_aux_output_begin()` takes a
@@ -87,7 +86,7 @@ unsafe impl AuxOutput for KernelAux {
         // SAFETY: this CPU's handle (the type invariant), no transaction
         // open on it; `event` is the event added here (until `del`, which
         // ends the transaction first).
-        let buf = unsafe { perf::perf_aux_output_begin(self.handle, event) };
+        let buf = unsafe { bindings::perf_aux_output_begin(self.handle, event) };
         let Some(buf) = NonNull::new(buf.cast::<PaxBuf>()) else {
             return Err(perfaux::Error::NoSpace);
         };
@@ -108,7 +107,7 @@ unsafe impl AuxOutput for KernelAux {
     fn flag(&self, flags: u64) {
         // SAFETY: the open transaction's handle (the type invariant; the
         // driver calls `flag` only between `begin` and `end`).
-        unsafe { perf::perf_aux_output_flag(self.handle, flags) };
+        unsafe { bindings::perf_aux_output_flag(self.handle, flags) };
     }
 
     fn end(&self, size: u64, snapshot_head: Option<u64>) {
@@ -118,7 +117,7 @@ unsafe impl AuxOutput for KernelAux {
             if let Some(head) = snapshot_head {
                 (*self.handle).__bindgen_anon_2.head = head as _;
             }
-            perf::perf_aux_output_end(self.handle, size as _);
+            bindings::perf_aux_output_end(self.handle, size as _);
         }
     }
 }
@@ -156,12 +155,12 @@ impl PaxCpu {
     }
 
     /// The event added here, or null.
-    pub(crate) fn event(&self) -> *mut perf::perf_event {
+    pub(crate) fn event(&self) -> *mut bindings::perf_event {
         self.event.load()
     }
 
     /// `add` put `event` here (null: `del` took it off).
-    pub(crate) fn set_event(&self, event: *mut perf::perf_event) {
+    pub(crate) fn set_event(&self, event: *mut bindings::perf_event) {
         self.event.store(event);
         self.ticks.reset();
     }
@@ -170,7 +169,7 @@ impl PaxCpu {
     /// `perf_get_aux(&pt->handle)`).
     pub(crate) fn tracing(&self) -> bool {
         // SAFETY: this CPU's handle, read on this CPU.
-        !unsafe { perf::perf_get_aux(self.handle.get()) }.is_null()
+        !unsafe { bindings::perf_get_aux(self.handle.get()) }.is_null()
     }
 
     /// Feeds the tracer one event, then handles the ToPA PMIs its writes
@@ -188,17 +187,17 @@ impl PaxCpu {
         // SAFETY: this object's timer, not armed (offline cancelled it);
         // `tick` finds the object from it (`container_of`).
         unsafe {
-            perf::hrtimer_init(
+            bindings::hrtimer_init(
                 t,
-                perf::CLOCK_MONOTONIC as _,
-                perf::hrtimer_mode_HRTIMER_MODE_REL_PINNED_HARD,
+                bindings::CLOCK_MONOTONIC as _,
+                bindings::hrtimer_mode_HRTIMER_MODE_REL_PINNED_HARD,
             );
             (*t).function = Some(tick);
-            perf::hrtimer_start_range_ns(
+            bindings::hrtimer_start_range_ns(
                 t,
                 self.period_ns,
                 0,
-                perf::hrtimer_mode_HRTIMER_MODE_REL_PINNED_HARD,
+                bindings::hrtimer_mode_HRTIMER_MODE_REL_PINNED_HARD,
             );
         }
     }
@@ -207,7 +206,7 @@ impl PaxCpu {
     pub(crate) fn stop_ticker(&self) {
         // SAFETY: this object's timer, initialized by `start_ticker` (the
         // offline callback runs only after the online one succeeded).
-        unsafe { perf::hrtimer_cancel(self.timer.get()) };
+        unsafe { bindings::hrtimer_cancel(self.timer.get()) };
     }
 
     /// One tick: what the tracer records of the interrupted context.
@@ -215,8 +214,9 @@ impl PaxCpu {
     /// # Safety
     /// Called from the ticker, in a hard interrupt on this CPU.
     unsafe fn on_tick(&self) {
-        // SAFETY: a hard interrupt (this function's `# Safety`).
-        let regs = unsafe { irq_regs() };
+        // SAFETY: a hard interrupt (this function's `# Safety`): this CPU's
+        // get_irq_regs(), stable while it runs.
+        let regs = unsafe { bindings::pax_get_irq_regs() };
         // As intel_pt_interrupt(): only with a transaction open, for its event.
         if regs.is_null() || !self.tracing() {
             return;
@@ -224,25 +224,25 @@ impl PaxCpu {
         // SAFETY: a transaction is open, so the handle's event is the
         // event added here, alive until `del`, which cannot run during
         // this interrupt; `regs` is the interrupted context's frame.
-        let (state, exclude_user, exclude_kernel, cs, ip) = unsafe {
+        let (state, exclude_user, exclude_kernel, user, ip) = unsafe {
             let event = &*(*self.handle.get()).event;
             (
                 event.hw.state,
                 event.attr.exclude_user() != 0,
                 event.attr.exclude_kernel() != 0,
-                (*regs).__bindgen_anon_1.cs,
-                (*regs).ip,
+                bindings::pax_user_mode(regs),
+                bindings::pax_instruction_pointer(regs),
             )
         };
-        if state & perf::PERF_HES_STOPPED as i32 != 0 {
+        if state & bindings::PERF_HES_STOPPED as i32 != 0 {
             return;
         }
         // What the interrupt looks like in the trace: perfaux::soft_pt::tick.
         let tick = Tick {
             ip: ip as u64,
-            // user_mode(): the privilege level of the interrupted code.
-            user: cs & 3 != 0,
-            tsc: rdtsc_ordered(),
+            user,
+            // SAFETY: reads the TSC; no memory.
+            tsc: unsafe { bindings::pax_rdtsc_ordered() },
             handler: tick as *const () as u64,
             exclude_user,
             exclude_kernel,
@@ -261,33 +261,20 @@ impl Drop for PaxCpu {
     }
 }
 
-/// `rdtsc_ordered()`: the TSC, read after every earlier instruction.
-fn rdtsc_ordered() -> u64 {
-    let (lo, hi): (u32, u32);
-    // SAFETY: LFENCE and RDTSC read no memory and change no state.
-    unsafe {
-        core::arch::asm!("lfence", "rdtsc", out("eax") lo, out("edx") hi,
-                         options(nomem, nostack, preserves_flags));
-    }
-    (u64::from(hi) << 32) | u64::from(lo)
-}
-
 /// The ticker's callback.
 ///
 /// # Safety
 /// Called by the hrtimer core for a timer `start_ticker` armed: the
 /// `timer` field of a live `PaxCpu` on this CPU, in a hard interrupt.
-unsafe extern "C" fn tick(timer: *mut perf::hrtimer) -> perf::hrtimer_restart {
+unsafe extern "C" fn tick(timer: *mut bindings::hrtimer) -> bindings::hrtimer_restart {
     // SAFETY: the timer is a PaxCpu's `timer` field (this function's
     // `# Safety`; `Opaque` is transparent), and the PaxCpu lives.
     let cpu = unsafe { &*kernel::container_of!(timer, PaxCpu, timer) };
-    // hrtimer_forward_now(): the next tick, one period after this one.
-    // SAFETY: the running timer's clock base (`timer->base->get_time`).
+    // SAFETY: the running timer (hrtimer_forward_now(): the next tick,
+    // one period after this one); a hard interrupt on the PaxCpu's CPU.
     unsafe {
-        if let Some(now) = (*(*timer).base).get_time {
-            perf::hrtimer_forward(timer, now(), cpu.period_ns);
-        }
+        bindings::pax_hrtimer_forward_now(timer, cpu.period_ns);
         cpu.on_tick();
     }
-    perf::hrtimer_restart_HRTIMER_RESTART
+    bindings::hrtimer_restart_HRTIMER_RESTART
 }

@@ -5,7 +5,7 @@
 //! /sys/module/perfaux_rs/parameters/, and the `parmtype=` and `parm=`
 //! strings `modinfo` prints. 6.12's `module!` macro has no parameters.
 
-use crate::perf;
+use crate::bindings;
 
 /// One `__param` entry.
 ///
@@ -14,7 +14,7 @@ use crate::perf;
 /// `arg` the address of a `static mut` of the type `ops` parses, both
 /// living as long as the module.
 #[repr(transparent)]
-pub(crate) struct Param(pub(crate) perf::kernel_param);
+pub(crate) struct Param(pub(crate) bindings::kernel_param);
 
 // SAFETY: the kernel reads the entry (the loader at load time, sysfs
 // later); nothing writes it. The variable it points to is written only by
@@ -39,14 +39,14 @@ macro_rules! module_param {
             #[unsafe(link_section = "__param")]
             #[used]
             static PARAM: $crate::params::Param =
-                $crate::params::Param($crate::perf::kernel_param {
+                $crate::params::Param($crate::bindings::kernel_param {
                     name: concat!($name, "\0").as_ptr().cast(),
                     mod_: (&raw const $crate::params::__this_module).cast_mut().cast(),
-                    ops: &raw const $crate::perf::$ops,
+                    ops: &raw const $crate::bindings::$ops,
                     perm: 0o444,
                     level: -1,
                     flags: 0,
-                    __bindgen_anon_1: $crate::perf::kernel_param__bindgen_ty_1 {
+                    __bindgen_anon_1: $crate::bindings::kernel_param__bindgen_ty_1 {
                         // SAFETY: only the address is taken.
                         arg: (&raw mut $var).cast(),
                     },

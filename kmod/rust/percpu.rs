@@ -1,69 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Per-CPU memory from the kernel's per-CPU allocator (`alloc_percpu()`,
 //! mm/percpu.c) and the two ways to reach a CPU's copy, `this_cpu_ptr()` and
-//! `per_cpu_ptr()` (arch/x86/include/asm/percpu.h), for x86-64: 6.12's Rust
-//! has no per-CPU API. Also `get_irq_regs()`, a per-CPU read.
+//! `per_cpu_ptr()`: 6.12's Rust has no per-CPU API, so these are the
+//! kernel's own macros, called through helpers.c.
 
-use core::arch::asm;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
-use kernel::ffi::{c_uint, c_ulong};
+use kernel::ffi::c_uint;
 
 use kernel::prelude::*;
 
-use crate::perf;
+use crate::bindings;
 
-/// The possible CPUs (`for_each_possible_cpu()`): every bit set in
-/// `cpu_possible_mask` below `nr_cpu_ids`.
+/// The possible CPUs (`for_each_possible_cpu()`).
 pub(crate) fn possible_cpus() -> impl Iterator<Item = c_uint> {
-    // SAFETY: both are written once at boot (setup_nr_cpu_ids(),
-    // init_cpu_possible()) and read-only afterwards, as for_each_possible_cpu()
-    // reads them.
-    let (nr, bits) = unsafe { (perf::nr_cpu_ids, &raw const perf::__cpu_possible_mask.bits) };
-    let word_bits = c_ulong::BITS;
-    (0..nr).filter(move |&cpu| {
-        // SAFETY: `bits` is the mask's bitmap of NR_CPUS bits; `get` refuses
-        // a CPU beyond it.
-        let words = unsafe { &*bits };
-        words
-            .get((cpu / word_bits) as usize)
-            .is_some_and(|w| w & (1 << (cpu % word_bits)) != 0)
-    })
-}
-
-/// This CPU's per-CPU offset (`this_cpu_off`, as `arch_raw_cpu_ptr()` reads
-/// it: `%gs:this_cpu_off(%rip)`).
-///
-/// # Safety
-/// Preemption must be off (or the caller must not mind which CPU's offset
-/// it gets, as with any raw per-CPU read).
-#[inline(always)]
-unsafe fn this_cpu_off() -> usize {
-    let off: usize;
-    // SAFETY: a per-CPU read of a variable every CPU has (the caller's
-    // `# Safety` says which CPU's it is); reads memory only.
-    unsafe {
-        asm!("mov {off}, qword ptr gs:[rip + {var}]", off = out(reg) off,
-             var = sym perf::this_cpu_off, options(nostack, readonly, preserves_flags));
-    }
-    off
-}
-
-/// `get_irq_regs()`: the registers of the context the current hard
-/// interrupt interrupted, or null outside one.
-///
-/// # Safety
-/// Called with interrupts off (in a hard interrupt, say).
-#[inline(always)]
-pub(crate) unsafe fn irq_regs() -> *mut perf::pt_regs {
-    let regs: *mut perf::pt_regs;
-    // SAFETY: a per-CPU read of `__irq_regs` (lib/irq_regs.c, exported);
-    // with interrupts off it is this CPU's and stable.
-    unsafe {
-        asm!("mov {regs}, qword ptr gs:[rip + {var}]", regs = out(reg) regs,
-             var = sym perf::__irq_regs, options(nostack, readonly, preserves_flags));
-    }
-    regs
+    // SAFETY: reads of boot-time constants (nr_cpu_ids, the possible mask).
+    let nr = unsafe { bindings::pax_nr_cpu_ids() };
+    // SAFETY: as above.
+    (0..nr).filter(|&cpu| unsafe { bindings::pax_cpu_possible(cpu) })
 }
 
 /// One `T` per possible CPU, in per-CPU memory.
@@ -85,10 +39,9 @@ impl<T> PerCpu<T> {
     /// and the memory freed.
     pub(crate) fn new(mut init: impl FnMut(c_uint, *mut T) -> Result) -> Result<Self> {
         let size = core::mem::size_of::<T>().max(1);
-        let gfp = kernel::bindings::GFP_KERNEL;
-        // SAFETY: a plain allocation (`__alloc_percpu()`, a macro over this
-        // call); zeroed memory, the result checked for NULL.
-        let base = unsafe { perf::pcpu_alloc_noprof(size, core::mem::align_of::<T>(), false, gfp) };
+        // SAFETY: a plain allocation (`__alloc_percpu()`); zeroed memory,
+        // the result checked for NULL.
+        let base = unsafe { bindings::pax_alloc_percpu(size, core::mem::align_of::<T>()) };
         let base = NonNull::new(base.cast::<T>()).ok_or(ENOMEM)?;
         let mut built = 0usize;
         let mut failed = None;
@@ -124,16 +77,14 @@ impl<T> PerCpu<T> {
         }
     }
 
-    /// CPU `cpu`'s copy (`per_cpu_ptr()`), or `None` past `NR_CPUS`.
+    /// CPU `cpu`'s copy (`per_cpu_ptr()`).
     ///
     /// # Safety
     /// `base` a per-CPU allocation and `cpu` a possible CPU.
     unsafe fn copy_of(base: NonNull<T>, cpu: c_uint) -> Option<NonNull<T>> {
-        // SAFETY: written once at boot, read-only after (per_cpu_offset()).
-        let offsets = unsafe { (&raw const perf::__per_cpu_offset).as_ref() }?;
-        let off = *offsets.get(cpu as usize)?;
-        // c_ulong is the kernel's usize.
-        NonNull::new(base.as_ptr().wrapping_byte_add(off))
+        // SAFETY: a per-CPU allocation and a possible CPU (this function's
+        // `# Safety`): per_cpu_ptr() is that CPU's copy.
+        NonNull::new(unsafe { bindings::pax_per_cpu_ptr(base.as_ptr().cast(), cpu) }.cast())
     }
 
     /// CPU `cpu`'s copy, or `None` for a CPU that is not possible.
@@ -151,10 +102,10 @@ impl<T> PerCpu<T> {
     /// # Safety
     /// Preemption must be off for as long as the reference is used.
     pub(crate) unsafe fn this_cpu(&self) -> &T {
-        // SAFETY: preemption is off (the caller's `# Safety`); this CPU is
-        // possible, so by the type invariant its copy at the per-CPU base
-        // plus this CPU's offset holds a `T` living as long as `self`.
-        unsafe { &*self.base.as_ptr().wrapping_byte_add(this_cpu_off()) }
+        // SAFETY: preemption is off (the caller's `# Safety`), so
+        // this_cpu_ptr() is this CPU's copy, which is possible: by the type
+        // invariant it holds a `T` living as long as `self`.
+        unsafe { &*bindings::pax_this_cpu_ptr(self.base.as_ptr().cast()).cast::<T>() }
     }
 
     /// Drops the first `n` possible CPUs' copies and frees the memory.
@@ -172,7 +123,7 @@ impl<T> PerCpu<T> {
             }
         }
         // SAFETY: the allocation (the type invariant), freed once.
-        unsafe { perf::free_percpu(self.base.as_ptr().cast()) };
+        unsafe { bindings::free_percpu(self.base.as_ptr().cast()) };
     }
 }
 

@@ -19,3 +19,21 @@
 #include <asm/irq_regs.h>
 #include <asm/page.h>
 #include <asm/ptrace.h>
+
+/*
+ * helpers.c: the kernel inlines and macros the module calls, as functions
+ * (bindgen sees these declarations; the definitions are the kernel's own).
+ */
+void *pax_alloc_percpu(size_t size, size_t align);
+void *pax_this_cpu_ptr(void *base);
+void *pax_per_cpu_ptr(void *base, unsigned int cpu);
+bool pax_cpu_possible(unsigned int cpu);
+unsigned int pax_nr_cpu_ids(void);
+struct pt_regs *pax_get_irq_regs(void);
+bool pax_user_mode(struct pt_regs *regs);
+unsigned long pax_instruction_pointer(struct pt_regs *regs);
+u64 pax_rdtsc_ordered(void);
+u64 pax_hrtimer_forward_now(struct hrtimer *timer, s64 interval_ns);
+phys_addr_t pax_virt_to_phys(const void *addr);
+void *pax_phys_to_virt(phys_addr_t phys);
+void pax_warn(const char *message, int len);

@@ -20,11 +20,11 @@ use kernel::ffi::{c_char, c_int, c_uint};
 
 use kernel::prelude::*;
 
+mod bindings;
 mod buffer;
 mod cpu;
 mod params;
 mod percpu;
-mod perf;
 mod phys;
 mod pmu;
 mod sysfs;
@@ -75,13 +75,13 @@ module! {
 /// removed at once: the symbol is not exported, and `snapshot_aux` must
 /// write into the sample's handle.
 fn find_output_copy() -> Result<OutputCopy> {
-    let mut kp = perf::kprobe {
+    let mut kp = bindings::kprobe {
         symbol_name: c"perf_output_copy".as_ptr().cast(),
         ..Default::default()
     };
     // SAFETY: `kp` is a zeroed kprobe naming a symbol, alive until it is
     // unregistered below.
-    let r = unsafe { perf::register_kprobe(&mut kp) };
+    let r = unsafe { bindings::register_kprobe(&mut kp) };
     if r != 0 {
         pr_err!(
             "cannot find perf_output_copy (kprobe: {}); snapshot_aux needs it\n",
@@ -91,7 +91,7 @@ fn find_output_copy() -> Result<OutputCopy> {
     }
     let addr = kp.addr;
     // SAFETY: registered just above.
-    unsafe { perf::unregister_kprobe(&mut kp) };
+    unsafe { bindings::unregister_kprobe(&mut kp) };
     if addr.is_null() {
         return Err(ENOENT);
     }
@@ -176,8 +176,8 @@ impl kernel::Module for PerfauxRs {
         // cpuhp_setup_state(): the online callback runs on every online CPU now.
         // SAFETY: a name and two callbacks that live as long as the module.
         let hp_state = unsafe {
-            perf::__cpuhp_setup_state(
-                perf::cpuhp_state_CPUHP_AP_ONLINE_DYN,
+            bindings::__cpuhp_setup_state(
+                bindings::cpuhp_state_CPUHP_AP_ONLINE_DYN,
                 c"perf/perfaux_rs:online".as_ptr().cast(),
                 true,
                 Some(cpu_online),
@@ -213,7 +213,7 @@ impl Drop for PerfauxRs {
         // offline callback), then the PMU goes; no event is left
         // (`pmu.module` holds the module while one exists).
         // SAFETY: the state `init` set up, removed once.
-        unsafe { perf::__cpuhp_remove_state(self.hp_state as perf::cpuhp_state, true) };
+        unsafe { bindings::__cpuhp_remove_state(self.hp_state as bindings::cpuhp_state, true) };
         PAX.store(core::ptr::null_mut(), Ordering::Release);
         // SAFETY: registered by `init`, unregistered once.
         unsafe { self.pax.unregister() };

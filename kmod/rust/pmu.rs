@@ -12,12 +12,12 @@ use perfaux::ring::OutputSink;
 
 use crate::cpu::PaxCpu;
 use crate::percpu::PerCpu;
-use crate::{buffer, perf, sysfs};
+use crate::{bindings, buffer, sysfs};
 
 /// `perf_output_copy()` (kernel/events/internal.h): copies `len` bytes
 /// into the output handle's record, returns how many did not fit.
 pub(crate) type OutputCopy = unsafe extern "C" fn(
-    handle: *mut perf::perf_output_handle,
+    handle: *mut bindings::perf_output_handle,
     buf: *const c_void,
     len: c_uint,
 ) -> c_uint;
@@ -31,7 +31,7 @@ pub(crate) type OutputCopy = unsafe extern "C" fn(
 /// calls the callbacks only with events of this `pmu`, so `event->pmu`
 /// leads back here.
 pub(crate) struct Pax {
-    pmu: Opaque<perf::pmu>,
+    pmu: Opaque<bindings::pmu>,
     cpus: PerCpu<PaxCpu>,
     output_copy: OutputCopy,
 }
@@ -45,9 +45,9 @@ unsafe impl Sync for Pax {}
 
 // The kernel's PERF_EF_* are the crate's.
 const _: () = assert!(
-    perf::PERF_EF_START == ef::START
-        && perf::PERF_EF_UPDATE == ef::UPDATE
-        && perf::PERF_HES_STOPPED == 1
+    bindings::PERF_EF_START == ef::START
+        && bindings::PERF_EF_UPDATE == ef::UPDATE
+        && bindings::PERF_HES_STOPPED == 1
 );
 
 /// `hw.state` after a start (`pt_event_start`): running with a transaction
@@ -55,11 +55,11 @@ const _: () = assert!(
 ///
 /// # Safety
 /// `event` is the perf core's event, in one of its callbacks.
-unsafe fn set_started(event: *mut perf::perf_event, c: &PaxCpu) {
+unsafe fn set_started(event: *mut bindings::perf_event, c: &PaxCpu) {
     let state = if c.tracing() {
         0
     } else {
-        perf::PERF_HES_STOPPED as c_int
+        bindings::PERF_HES_STOPPED as c_int
     };
     // SAFETY: the perf core's event (this function's `# Safety`).
     unsafe { (*event).hw.state = state };
@@ -79,11 +79,12 @@ impl Pax {
             // PerCpu drops it.
             unsafe { PaxCpu::init(p, period_ns, psb_period) }
         })?;
-        let pmu = perf::pmu {
+        let pmu = bindings::pmu {
             module: (&raw const crate::params::__this_module).cast_mut().cast(),
             attr_groups: sysfs::groups(),
-            task_ctx_nr: perf::perf_event_task_context_perf_sw_context as c_int,
-            capabilities: (perf::PERF_PMU_CAP_EXCLUSIVE | perf::PERF_PMU_CAP_ITRACE) as c_int,
+            task_ctx_nr: bindings::perf_event_task_context_perf_sw_context as c_int,
+            capabilities: (bindings::PERF_PMU_CAP_EXCLUSIVE | bindings::PERF_PMU_CAP_ITRACE)
+                as c_int,
             event_init: Some(event_init),
             add: Some(add),
             del: Some(del),
@@ -113,7 +114,7 @@ impl Pax {
     pub(crate) unsafe fn register(&self, name: *const c_char) -> Result<c_int> {
         // SAFETY: `pmu` is filled in and stays put (this function's
         // `# Safety`).
-        let r = unsafe { perf::perf_pmu_register(self.pmu.get(), name, -1) };
+        let r = unsafe { bindings::perf_pmu_register(self.pmu.get(), name, -1) };
         if r != 0 {
             return Err(Error::from_errno(r));
         }
@@ -128,7 +129,7 @@ impl Pax {
     /// Registered by [`Pax::register`], once.
     pub(crate) unsafe fn unregister(&self) {
         // SAFETY: registered (this function's `# Safety`).
-        unsafe { perf::perf_pmu_unregister(self.pmu.get()) };
+        unsafe { bindings::perf_pmu_unregister(self.pmu.get()) };
     }
 
     /// The driver of CPU `cpu`, if it is a possible CPU.
@@ -141,7 +142,7 @@ impl Pax {
     /// # Safety
     /// `event` is an event of this PMU, alive during the call (the perf
     /// core's callbacks).
-    unsafe fn of<'a>(event: *mut perf::perf_event) -> &'a Pax {
+    unsafe fn of<'a>(event: *mut bindings::perf_event) -> &'a Pax {
         // SAFETY: `event->pmu` is the `pmu` field of the Pax (the type
         // invariant; `Opaque` is transparent), alive while events are.
         unsafe { &*kernel::container_of!((*event).pmu, Pax, pmu) }
@@ -163,7 +164,7 @@ impl Pax {
 ///
 /// # Safety
 /// Called by the perf core for an event being opened on this PMU.
-unsafe extern "C" fn event_init(event: *mut perf::perf_event) -> c_int {
+unsafe extern "C" fn event_init(event: *mut bindings::perf_event) -> c_int {
     // SAFETY: the perf core's event, being initialized for this PMU.
     let (pax, event) = unsafe { (Pax::of(event), &mut *event) };
     // SAFETY: registered: `type` no longer changes.
@@ -175,9 +176,10 @@ unsafe extern "C" fn event_init(event: *mut perf::perf_event) -> c_int {
         return EINVAL.to_errno();
     }
     // has_branch_stack().
-    if event.attr.sample_type & perf::perf_event_sample_format_PERF_SAMPLE_BRANCH_STACK as u64 != 0
+    if event.attr.sample_type & bindings::perf_event_sample_format_PERF_SAMPLE_BRANCH_STACK as u64
+        != 0
     {
-        return -(perf::EOPNOTSUPP as c_int);
+        return -(bindings::EOPNOTSUPP as c_int);
     }
     event.hw.__bindgen_anon_1.__bindgen_anon_1.config = 0;
     0
@@ -189,7 +191,7 @@ unsafe extern "C" fn event_init(event: *mut perf::perf_event) -> c_int {
 /// # Safety
 /// Called by the perf core for an event of this PMU, with interrupts off on
 /// the event's CPU.
-unsafe extern "C" fn add(event: *mut perf::perf_event, flags: c_int) -> c_int {
+unsafe extern "C" fn add(event: *mut bindings::perf_event, flags: c_int) -> c_int {
     // SAFETY: a callback: interrupts are off, `event` alive.
     let c = unsafe { Pax::of(event).this_cpu() };
     if !c.event().is_null() {
@@ -204,7 +206,7 @@ unsafe extern "C" fn add(event: *mut perf::perf_event, flags: c_int) -> c_int {
         // A start that cannot trace (no AUX buffer) fails the add.
         c.set_event(core::ptr::null_mut());
         // SAFETY: the perf core's event.
-        unsafe { (*event).hw.state = perf::PERF_HES_STOPPED as c_int };
+        unsafe { (*event).hw.state = bindings::PERF_HES_STOPPED as c_int };
         return if e == perfaux::Error::Busy {
             EBUSY
         } else {
@@ -222,9 +224,9 @@ unsafe extern "C" fn add(event: *mut perf::perf_event, flags: c_int) -> c_int {
 /// # Safety
 /// Called by the perf core for an event of this PMU, with interrupts off on
 /// the event's CPU.
-unsafe extern "C" fn del(event: *mut perf::perf_event, _flags: c_int) {
+unsafe extern "C" fn del(event: *mut bindings::perf_event, _flags: c_int) {
     // SAFETY: a callback: interrupts off, `event` alive.
-    unsafe { stop(event, perf::PERF_EF_UPDATE as c_int) };
+    unsafe { stop(event, bindings::PERF_EF_UPDATE as c_int) };
     // SAFETY: as above.
     let c = unsafe { Pax::of(event).this_cpu() };
     if c.event() == event {
@@ -237,7 +239,7 @@ unsafe extern "C" fn del(event: *mut perf::perf_event, _flags: c_int) {
 /// # Safety
 /// Called by the perf core for an event of this PMU, with interrupts off on
 /// the event's CPU.
-unsafe extern "C" fn start(event: *mut perf::perf_event, _flags: c_int) {
+unsafe extern "C" fn start(event: *mut bindings::perf_event, _flags: c_int) {
     // SAFETY: a callback: interrupts off, `event` alive.
     let c = unsafe { Pax::of(event).this_cpu() };
     if perfaux::warn_on_once!(
@@ -257,7 +259,7 @@ unsafe extern "C" fn start(event: *mut perf::perf_event, _flags: c_int) {
 /// # Safety
 /// Called by the perf core for an event of this PMU, with interrupts off on
 /// the event's CPU.
-unsafe extern "C" fn stop(event: *mut perf::perf_event, flags: c_int) {
+unsafe extern "C" fn stop(event: *mut bindings::perf_event, flags: c_int) {
     // SAFETY: a callback: interrupts off, `event` alive.
     let c = unsafe { Pax::of(event).this_cpu() };
     if c.event() != event {
@@ -265,7 +267,7 @@ unsafe extern "C" fn stop(event: *mut perf::perf_event, flags: c_int) {
     }
     c.pmu().stop(false, flags as u32 & ef::UPDATE);
     // SAFETY: the perf core's event.
-    unsafe { (*event).hw.state |= perf::PERF_HES_STOPPED as c_int };
+    unsafe { (*event).hw.state |= bindings::PERF_HES_STOPPED as c_int };
 }
 
 /// `pmu->read`: a tracer has no count.
@@ -273,12 +275,12 @@ unsafe extern "C" fn stop(event: *mut perf::perf_event, flags: c_int) {
 /// # Safety
 /// Called by the perf core for an event of this PMU, with interrupts off on
 /// the event's CPU.
-unsafe extern "C" fn read(_event: *mut perf::perf_event) {}
+unsafe extern "C" fn read(_event: *mut bindings::perf_event) {}
 
 /// The sample being written, through `perf_output_copy()`.
 struct HandleSink {
     copy: OutputCopy,
-    handle: *mut perf::perf_output_handle,
+    handle: *mut bindings::perf_output_handle,
 }
 
 impl OutputSink for HandleSink {
@@ -299,8 +301,8 @@ impl OutputSink for HandleSink {
 /// sampler's CPU, where `event`, this PMU's AUX event, runs; `handle` is the
 /// sample's open output handle.
 unsafe extern "C" fn snapshot_aux(
-    event: *mut perf::perf_event,
-    handle: *mut perf::perf_output_handle,
+    event: *mut bindings::perf_event,
+    handle: *mut bindings::perf_output_handle,
     size: c_ulong,
 ) -> c_long {
     // SAFETY: the PMI (NMI) on the sampler's CPU, where this AUX event

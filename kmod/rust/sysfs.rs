@@ -12,7 +12,7 @@ use core::ptr;
 use kernel::ffi::{c_char, c_void};
 use perfaux::pt::sysfs::{CAPS, FORMAT, TIMING};
 
-use crate::perf;
+use crate::bindings;
 
 /// A read-only attribute `name` whose `show` is given `var`
 /// (`dev_ext_attribute`, as `PMU_FORMAT_ATTR()` and pt.c's `PT_CAP()` make
@@ -20,15 +20,15 @@ use crate::perf;
 const fn ext_attr(
     name: &'static CStr,
     show: unsafe extern "C" fn(
-        *mut perf::device,
-        *mut perf::device_attribute,
+        *mut bindings::device,
+        *mut bindings::device_attribute,
         *mut c_char,
     ) -> isize,
     var: *mut c_void,
-) -> perf::dev_ext_attribute {
-    perf::dev_ext_attribute {
-        attr: perf::device_attribute {
-            attr: perf::attribute {
+) -> bindings::dev_ext_attribute {
+    bindings::dev_ext_attribute {
+        attr: bindings::device_attribute {
+            attr: bindings::attribute {
                 name: name.as_ptr().cast(),
                 mode: 0o444,
             },
@@ -40,7 +40,7 @@ const fn ext_attr(
 }
 
 /// The attributes of `format/` (the engine's table: a string each).
-const fn format_attrs() -> [perf::dev_ext_attribute; FORMAT.len()] {
+const fn format_attrs() -> [bindings::dev_ext_attribute; FORMAT.len()] {
     let mut out = [const { ext_attr(c"", show_str, ptr::null_mut()) }; FORMAT.len()];
     let mut i = 0;
     while i < FORMAT.len() {
@@ -55,7 +55,7 @@ const fn format_attrs() -> [perf::dev_ext_attribute; FORMAT.len()] {
 }
 
 /// The attributes of `caps/` (the engine's table: a number each).
-const fn cap_attrs() -> [perf::dev_ext_attribute; CAPS.len()] {
+const fn cap_attrs() -> [bindings::dev_ext_attribute; CAPS.len()] {
     let mut out = [const { ext_attr(c"", show_hex, ptr::null_mut()) }; CAPS.len()];
     let mut i = 0;
     while i < CAPS.len() {
@@ -70,7 +70,7 @@ const fn cap_attrs() -> [perf::dev_ext_attribute; CAPS.len()] {
 }
 
 /// The timing attributes (the engine's table: a string each).
-const fn timing_attrs() -> [perf::dev_ext_attribute; TIMING.len()] {
+const fn timing_attrs() -> [bindings::dev_ext_attribute; TIMING.len()] {
     let mut out = [const { ext_attr(c"", show_str, ptr::null_mut()) }; TIMING.len()];
     let mut i = 0;
     while i < TIMING.len() {
@@ -87,8 +87,8 @@ const fn timing_attrs() -> [perf::dev_ext_attribute; TIMING.len()] {
 /// The attribute pointers of a group over `attrs`, NULL-terminated (`M`
 /// is one more than `N`).
 const fn attr_ptrs<const N: usize, const M: usize>(
-    attrs: *mut [perf::dev_ext_attribute; N],
-) -> [*mut perf::attribute; M] {
+    attrs: *mut [bindings::dev_ext_attribute; N],
+) -> [*mut bindings::attribute; M] {
     let mut out = [ptr::null_mut(); M];
     let mut i = 0;
     while i < N {
@@ -103,10 +103,10 @@ const fn attr_ptrs<const N: usize, const M: usize>(
 ///
 /// # Safety
 /// `attr` is the `attr` field of one of this file's attributes.
-unsafe fn ext_var(attr: *mut perf::device_attribute) -> *mut c_void {
+unsafe fn ext_var(attr: *mut bindings::device_attribute) -> *mut c_void {
     // SAFETY: `attr` is the first field of a live `dev_ext_attribute`
     // (this function's `# Safety`).
-    unsafe { (*kernel::container_of!(attr, perf::dev_ext_attribute, attr)).var }
+    unsafe { (*kernel::container_of!(attr, bindings::dev_ext_attribute, attr)).var }
 }
 
 /// `show` of a string attribute: the string and a newline.
@@ -115,13 +115,13 @@ unsafe fn ext_var(attr: *mut perf::device_attribute) -> *mut c_void {
 /// Called by sysfs with one of this file's string attributes (their `var`
 /// a NUL-terminated string) and a page-sized buffer.
 unsafe extern "C" fn show_str(
-    _dev: *mut perf::device,
-    attr: *mut perf::device_attribute,
+    _dev: *mut bindings::device,
+    attr: *mut bindings::device_attribute,
     buf: *mut c_char,
 ) -> isize {
     // SAFETY: one of this file's attributes, its `var` a C string; `buf`
     // is what sysfs_emit() takes.
-    unsafe { perf::sysfs_emit(buf, c"%s\n".as_ptr().cast(), ext_var(attr)) as isize }
+    unsafe { bindings::sysfs_emit(buf, c"%s\n".as_ptr().cast(), ext_var(attr)) as isize }
 }
 
 /// `show` of a capability: the value in hexadecimal (pt_cap_show()).
@@ -129,24 +129,29 @@ unsafe extern "C" fn show_str(
 /// # Safety
 /// As `show_str`, for a capability (`var` holding the value).
 unsafe extern "C" fn show_hex(
-    _dev: *mut perf::device,
-    attr: *mut perf::device_attribute,
+    _dev: *mut bindings::device,
+    attr: *mut bindings::device_attribute,
     buf: *mut c_char,
 ) -> isize {
     // SAFETY: as in `show_str`; `var` is a number.
-    unsafe { perf::sysfs_emit(buf, c"%lx\n".as_ptr().cast(), ext_var(attr) as usize) as isize }
+    unsafe { bindings::sysfs_emit(buf, c"%lx\n".as_ptr().cast(), ext_var(attr) as usize) as isize }
 }
 
-static mut FORMAT_EXT: [perf::dev_ext_attribute; FORMAT.len()] = format_attrs();
-static mut FORMAT_ATTRS: [*mut perf::attribute; FORMAT.len() + 1] = attr_ptrs(&raw mut FORMAT_EXT);
-static mut CAP_EXT: [perf::dev_ext_attribute; CAPS.len()] = cap_attrs();
-static mut CAP_ATTRS: [*mut perf::attribute; CAPS.len() + 1] = attr_ptrs(&raw mut CAP_EXT);
-static mut TIMING_EXT: [perf::dev_ext_attribute; TIMING.len()] = timing_attrs();
-static mut TIMING_ATTRS: [*mut perf::attribute; TIMING.len() + 1] = attr_ptrs(&raw mut TIMING_EXT);
+static mut FORMAT_EXT: [bindings::dev_ext_attribute; FORMAT.len()] = format_attrs();
+static mut FORMAT_ATTRS: [*mut bindings::attribute; FORMAT.len() + 1] =
+    attr_ptrs(&raw mut FORMAT_EXT);
+static mut CAP_EXT: [bindings::dev_ext_attribute; CAPS.len()] = cap_attrs();
+static mut CAP_ATTRS: [*mut bindings::attribute; CAPS.len() + 1] = attr_ptrs(&raw mut CAP_EXT);
+static mut TIMING_EXT: [bindings::dev_ext_attribute; TIMING.len()] = timing_attrs();
+static mut TIMING_ATTRS: [*mut bindings::attribute; TIMING.len() + 1] =
+    attr_ptrs(&raw mut TIMING_EXT);
 
 /// A named group over `attrs`.
-const fn group(name: *const c_char, attrs: *mut *mut perf::attribute) -> perf::attribute_group {
-    perf::attribute_group {
+const fn group(
+    name: *const c_char,
+    attrs: *mut *mut bindings::attribute,
+) -> bindings::attribute_group {
+    bindings::attribute_group {
         name,
         is_visible: None,
         is_bin_visible: None,
@@ -155,14 +160,15 @@ const fn group(name: *const c_char, attrs: *mut *mut perf::attribute) -> perf::a
     }
 }
 
-static mut CAP_GROUP: perf::attribute_group =
+static mut CAP_GROUP: bindings::attribute_group =
     group(c"caps".as_ptr().cast(), (&raw mut CAP_ATTRS).cast());
-static mut FORMAT_GROUP: perf::attribute_group =
+static mut FORMAT_GROUP: bindings::attribute_group =
     group(c"format".as_ptr().cast(), (&raw mut FORMAT_ATTRS).cast());
-static mut TIMING_GROUP: perf::attribute_group = group(ptr::null(), (&raw mut TIMING_ATTRS).cast());
+static mut TIMING_GROUP: bindings::attribute_group =
+    group(ptr::null(), (&raw mut TIMING_ATTRS).cast());
 
 /// `pmu->attr_groups`, NULL-terminated.
-static mut GROUPS: [*const perf::attribute_group; 4] = [
+static mut GROUPS: [*const bindings::attribute_group; 4] = [
     &raw const CAP_GROUP,
     &raw const FORMAT_GROUP,
     &raw const TIMING_GROUP,
@@ -171,6 +177,6 @@ static mut GROUPS: [*const perf::attribute_group; 4] = [
 
 /// The attribute groups of the PMU. sysfs reads them (and the attributes)
 /// from registration on; nothing writes them.
-pub(crate) fn groups() -> *mut *const perf::attribute_group {
+pub(crate) fn groups() -> *mut *const bindings::attribute_group {
     (&raw mut GROUPS).cast()
 }
