@@ -3,8 +3,7 @@
 //! the perfaux crate's `PtBuffer` and the ToPA table pages it is built in,
 //! as Intel PT's `struct pt_buffer` (arch/x86/events/intel/pt.c).
 
-use core::ptr::{self, NonNull};
-use kernel::ffi::{c_int, c_void};
+use core::ptr::NonNull;
 
 use kernel::alloc::{flags, KBox};
 use kernel::prelude::*;
@@ -61,76 +60,48 @@ pub(crate) struct PaxBuf {
     _tables: TablePages,
 }
 
-/// `pmu->setup_aux`: the ToPA tables over `nr_pages` AUX pages (or the
-/// single-range output of a 1-page snapshot buffer), in overwrite
-/// (snapshot) mode if `overwrite`. NULL on failure, as
-/// `pt_buffer_setup_aux()`; the perf core then fails the AUX mmap.
-///
-/// # Safety
-/// Called by the perf core: `pages` holds `nr_pages` page addresses that
-/// stay valid until `free_aux` of the result returns.
-pub(crate) unsafe extern "C" fn setup_aux(
-    _event: *mut bindings::perf_event,
-    pages: *mut *mut c_void,
-    nr_pages: c_int,
-    overwrite: bool,
-) -> *mut c_void {
-    // SAFETY: the perf core's page array (this function's `# Safety`).
-    match unsafe { build(pages, nr_pages, overwrite) } {
-        Ok(buf) => KBox::into_raw(buf).cast(),
-        Err(e) => {
-            pr_warn!("setup_aux of {} pages: {:?}\n", nr_pages, e);
-            ptr::null_mut()
+impl PaxBuf {
+    /// The ToPA tables over the AUX `pages` (or the single-range output of
+    /// a 1-page snapshot buffer), in overwrite (snapshot) mode if
+    /// `overwrite`: `pt_buffer_setup_aux()`. `pages` stay valid until the
+    /// buffer is freed (the `PmuOps::setup_aux` contract).
+    pub(crate) fn new(pages: &[*mut u8], overwrite: bool) -> Result<KBox<PaxBuf>> {
+        let nr = pages.len();
+        if !nr.is_power_of_two() {
+            return Err(EINVAL);
         }
+        // SAFETY: the perf core keeps the page array until after free_aux
+        // returns (the `PmuOps::setup_aux` contract), which outlives the
+        // PaxBuf and so the PtBuffer in it.
+        let page_list: &'static [*mut u8] =
+            unsafe { core::slice::from_raw_parts(pages.as_ptr(), nr) };
+        let tables = TablePages::new(tables_for_pages(nr))?;
+        // SAFETY: `tables.nr` zeroed pages (all-zero tables are valid ones),
+        // owned by the PaxBuf, which drops the PtBuffer first.
+        let table_list: &'static mut [TopaTable] =
+            unsafe { core::slice::from_raw_parts_mut(tables.pages.as_ptr(), tables.nr) };
+        // SAFETY: the AUX pages are the buffer's for as long as it lives (see
+        // above) and only the tracer holding its transaction writes them.
+        let pt = unsafe { PtBuffer::new(table_list, page_list, overwrite, &KernelPhys) }
+            .map_err(|e| Error::from_errno(e.errno()))?;
+        // INVARIANT: `pt` over `tables` and the core's page array.
+        Ok(KBox::new(
+            PaxBuf {
+                pt,
+                _tables: tables,
+            },
+            flags::GFP_KERNEL,
+        )?)
     }
-}
 
-/// Builds the buffer for `setup_aux`.
-///
-/// # Safety
-/// As `setup_aux`.
-unsafe fn build(pages: *mut *mut c_void, nr_pages: c_int, overwrite: bool) -> Result<KBox<PaxBuf>> {
-    let nr = usize::try_from(nr_pages).map_err(|_| EINVAL)?;
-    if pages.is_null() || !nr.is_power_of_two() {
-        return Err(EINVAL);
-    }
-    // SAFETY: `nr_pages` page addresses, valid until free_aux returns
-    // (this function's `# Safety`), which outlives the PaxBuf.
-    let page_list: &'static [*mut u8] = unsafe { core::slice::from_raw_parts(pages.cast(), nr) };
-    let tables = TablePages::new(tables_for_pages(nr))?;
-    // SAFETY: `tables.nr` zeroed pages (all-zero tables are valid ones),
-    // owned by the PaxBuf, which drops the PtBuffer first.
-    let table_list: &'static mut [TopaTable] =
-        unsafe { core::slice::from_raw_parts_mut(tables.pages.as_ptr(), tables.nr) };
-    // SAFETY: the AUX pages are the buffer's for as long as it lives (see
-    // above) and only the tracer holding its transaction writes them.
-    let pt = unsafe { PtBuffer::new(table_list, page_list, overwrite, &KernelPhys) }
-        .map_err(|e| Error::from_errno(e.errno()))?;
-    // INVARIANT: `pt` over `tables` and the core's page array.
-    Ok(KBox::new(
-        PaxBuf {
-            pt,
-            _tables: tables,
-        },
-        flags::GFP_KERNEL,
-    )?)
-}
-
-/// `pmu->free_aux`: the perf core frees a buffer after the last AUX
-/// transaction on it ended (`aux_refcount`).
-///
-/// # Safety
-/// Called by the perf core with what `setup_aux` returned, once.
-pub(crate) unsafe extern "C" fn free_aux(aux: *mut c_void) {
-    if aux.is_null() {
-        return;
-    }
-    // SAFETY: `setup_aux`'s `KBox::into_raw`, given back once.
-    let buf = unsafe { KBox::from_raw(aux.cast::<PaxBuf>()) };
-    if buf.pt.is_held() {
-        // The kernel never does this; a buffer a CPU still traces into must
-        // not be freed under it.
-        crate::warn::warn("free_aux of a buffer a transaction holds; leaking it");
-        core::mem::forget(buf);
+    /// `pt_buffer_free_aux()`: the perf core frees a buffer after the last
+    /// AUX transaction on it ended (`aux_refcount`).
+    pub(crate) fn free(buf: KBox<PaxBuf>) {
+        if buf.pt.is_held() {
+            // The kernel never does this; a buffer a CPU still traces into
+            // must not be freed under it.
+            crate::warn::warn("free_aux of a buffer a transaction holds; leaking it");
+            core::mem::forget(buf);
+        }
     }
 }

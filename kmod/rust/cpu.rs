@@ -23,6 +23,7 @@ use perfaux::soft_pt::tracer::SoftTracer;
 
 use crate::bindings;
 use crate::buffer::PaxBuf;
+use crate::perf::{AuxHandle, Event};
 use crate::phys::KernelPhys;
 
 /// The address map of every CPU's tracer and driver.
@@ -40,10 +41,9 @@ static PHYS: KernelPhys = KernelPhys;
 /// is dropped (per-CPU memory): `pmu`'s output refers to `handle` and
 /// `event`, fields of the same object.
 pub(crate) struct PaxCpu {
-    /// The handle of this CPU's AUX transaction: `perf_aux_output_begin()`
-    /// fills it, `perf_aux_output_end()` empties it; only `pmu`'s output
-    /// touches it, and `pmu` never opens two transactions at once.
-    handle: Opaque<bindings::perf_output_handle>,
+    /// The handle of this CPU's AUX transaction: only `pmu`'s output opens
+    /// and ends transactions on it, one at a time.
+    handle: AuxHandle,
     /// The PT event added on this CPU, or null: written by `add` and `del`
     /// (interrupts off), read by the ticker and the AUX output (`begin`).
     event: LocalPtr<bindings::perf_event>,
@@ -65,7 +65,7 @@ pub(crate) struct PaxCpu {
 /// `handle` and `event` point to the fields of the `PaxCpu` whose `pmu`
 /// holds this output, living as long as it.
 pub(crate) struct KernelAux {
-    handle: *mut bindings::perf_output_handle,
+    handle: *const AuxHandle,
     event: *const LocalPtr<bindings::perf_event>,
 }
 
@@ -79,46 +79,39 @@ unsafe impl AuxOutput for KernelAux {
 
     fn begin(&self) -> perfaux::Result<(AuxTransaction, NonNull<PtBuffer<'static>>)> {
         // SAFETY: the type invariant.
-        let event = unsafe { (*self.event).load() };
+        let (handle, event) = unsafe { (&*self.handle, (*self.event).load()) };
         if event.is_null() {
             return Err(perfaux::Error::NoSpace);
         }
-        // SAFETY: this CPU's handle (the type invariant), no transaction
-        // open on it; `event` is the event added here (until `del`, which
-        // ends the transaction first).
-        let buf = unsafe { bindings::perf_aux_output_begin(self.handle, event) };
-        let Some(buf) = NonNull::new(buf.cast::<PaxBuf>()) else {
+        // SAFETY: the event added here, alive until `del`, which ends the
+        // transaction first; the driver opens one transaction at a time.
+        let opened = unsafe { handle.begin(Event::from_raw(event)) };
+        let Some((buf, span)) = opened else {
             return Err(perfaux::Error::NoSpace);
         };
-        // SAFETY: the transaction just opened filled the handle; its
-        // aux_priv is the PaxBuf this module's setup_aux made (only this
-        // PMU's setup_aux makes the AUX area of an event of this PMU).
-        unsafe {
-            let h = &*self.handle;
-            let t = AuxTransaction {
-                head: h.__bindgen_anon_2.head as u64,
-                space: h.size as u64,
-                wakeup: h.wakeup as u64,
-            };
-            Ok((t, NonNull::from(&(*buf.as_ptr()).pt)))
-        }
+        let t = AuxTransaction {
+            head: span.head,
+            space: span.size,
+            wakeup: span.wakeup,
+        };
+        // SAFETY: the buffer's aux_priv is the PaxBuf this module's
+        // setup_aux made (only this PMU's setup_aux makes the AUX area of an
+        // event of this PMU), valid until the transaction ends.
+        Ok((
+            t,
+            NonNull::from(unsafe { &(*buf.as_ptr().cast::<PaxBuf>()).pt }),
+        ))
     }
 
     fn flag(&self, flags: u64) {
-        // SAFETY: the open transaction's handle (the type invariant; the
-        // driver calls `flag` only between `begin` and `end`).
-        unsafe { bindings::perf_aux_output_flag(self.handle, flags) };
+        // SAFETY: the type invariant; the driver calls `flag` only between
+        // `begin` and `end`.
+        unsafe { (*self.handle).flag(flags) };
     }
 
     fn end(&self, size: u64, snapshot_head: Option<u64>) {
-        // SAFETY: the open transaction's handle, as for `flag`; in overwrite
-        // mode the driver moves the head first, as pt_update_head() does.
-        unsafe {
-            if let Some(head) = snapshot_head {
-                (*self.handle).__bindgen_anon_2.head = head as _;
-            }
-            bindings::perf_aux_output_end(self.handle, size as _);
-        }
+        // SAFETY: as for `flag`.
+        unsafe { (*self.handle).end(size, snapshot_head) };
     }
 }
 
@@ -133,14 +126,14 @@ impl PaxCpu {
         // SAFETY: valid storage (this function's `# Safety`); the fields are
         // written in dependency order and stay in place.
         unsafe {
-            addr_of_mut!((*this).handle).write(Opaque::new(Default::default()));
+            addr_of_mut!((*this).handle).write(AuxHandle::new());
             addr_of_mut!((*this).event).write(LocalPtr::null());
             addr_of_mut!((*this).ticks).write(TickFlow::new());
             addr_of_mut!((*this).timer).write(Opaque::new(Default::default()));
             addr_of_mut!((*this).period_ns).write(period_ns);
             // INVARIANT: the output points to this object's fields.
             let output = KernelAux {
-                handle: Opaque::raw_get(addr_of!((*this).handle)),
+                handle: addr_of!((*this).handle),
                 event: addr_of!((*this).event),
             };
             let tracer = SoftTracer::new(&PHYS, psb_period);
@@ -168,8 +161,7 @@ impl PaxCpu {
     /// Whether an AUX transaction is open here (Intel PT:
     /// `perf_get_aux(&pt->handle)`).
     pub(crate) fn tracing(&self) -> bool {
-        // SAFETY: this CPU's handle, read on this CPU.
-        !unsafe { bindings::perf_get_aux(self.handle.get()) }.is_null()
+        self.handle.is_open()
     }
 
     /// Feeds the tracer one event, then handles the ToPA PMIs its writes
@@ -224,17 +216,14 @@ impl PaxCpu {
         // SAFETY: a transaction is open, so the handle's event is the
         // event added here, alive until `del`, which cannot run during
         // this interrupt; `regs` is the interrupted context's frame.
-        let (state, exclude_user, exclude_kernel, user, ip) = unsafe {
-            let event = &*(*self.handle.get()).event;
+        let (event, user, ip) = unsafe {
             (
-                event.hw.state,
-                event.attr.exclude_user() != 0,
-                event.attr.exclude_kernel() != 0,
+                self.handle.event(),
                 bindings::pax_user_mode(regs),
                 bindings::pax_instruction_pointer(regs),
             )
         };
-        if state & bindings::PERF_HES_STOPPED as i32 != 0 {
+        if event.hw_state() & bindings::PERF_HES_STOPPED as i32 != 0 {
             return;
         }
         // What the interrupt looks like in the trace: perfaux::soft_pt::tick.
@@ -244,8 +233,8 @@ impl PaxCpu {
             // SAFETY: reads the TSC; no memory.
             tsc: unsafe { bindings::pax_rdtsc_ordered() },
             handler: tick as *const () as u64,
-            exclude_user,
-            exclude_kernel,
+            exclude_user: event.exclude_user(),
+            exclude_kernel: event.exclude_kernel(),
         };
         self.ticks.tick(&tick, |e| self.trace(e));
     }

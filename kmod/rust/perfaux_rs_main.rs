@@ -10,10 +10,13 @@
 //! ([`buffer::PaxBuf`]). Not ported: perfaux_pt.ko's single-step tracer of
 //! user code (`step_user`).
 //!
-//! Files: `pmu.rs` (the callbacks), `cpu.rs` (one CPU's driver and ticker),
-//! `buffer.rs` (`setup_aux`/`free_aux`), `sysfs.rs` (format/, caps/),
+//! Files: `perf/` (the perf abstraction layer: events, the AUX and output
+//! handles, the `PmuOps` trait, its C trampolines and the registration);
+//! the driver: `pmu.rs` (`PmuOps` for `Pax`), `cpu.rs` (one CPU's driver
+//! and ticker), `buffer.rs` (the AUX buffer); `sysfs.rs` (format/, caps/),
 //! `percpu.rs` (per-CPU memory), `phys.rs` (`virt_to_phys`), `params.rs`
-//! (module parameters), `warn.rs` (`WARN()`), `perf.rs` (the bindings).
+//! (module parameters), `warn.rs` (`WARN()`), `helpers.c` (the kernel
+//! inlines), `bindings.rs` (the generated bindings).
 
 use core::sync::atomic::{AtomicPtr, Ordering};
 use kernel::ffi::{c_char, c_int, c_uint};
@@ -25,13 +28,15 @@ mod buffer;
 mod cpu;
 mod params;
 mod percpu;
+mod perf;
 mod phys;
 mod pmu;
 mod sysfs;
 mod warn;
 
 use params::module_param;
-use pmu::{OutputCopy, Pax};
+use perf::{find_output_copy, Registration};
+use pmu::Pax;
 
 /// `period_us`: microseconds between trace ticks per CPU.
 static mut PERIOD_US: c_uint = 500;
@@ -69,35 +74,6 @@ module! {
     author: "perfaux",
     description: "A PT-style AUX PMU whose driver is the perfaux crate, in Rust",
     license: "GPL",
-}
-
-/// The address of `perf_output_copy`, from a kprobe registered on it and
-/// removed at once: the symbol is not exported, and `snapshot_aux` must
-/// write into the sample's handle.
-fn find_output_copy() -> Result<OutputCopy> {
-    let mut kp = bindings::kprobe {
-        symbol_name: c"perf_output_copy".as_ptr().cast(),
-        ..Default::default()
-    };
-    // SAFETY: `kp` is a zeroed kprobe naming a symbol, alive until it is
-    // unregistered below.
-    let r = unsafe { bindings::register_kprobe(&mut kp) };
-    if r != 0 {
-        pr_err!(
-            "cannot find perf_output_copy (kprobe: {}); snapshot_aux needs it\n",
-            r
-        );
-        return Err(Error::from_errno(r));
-    }
-    let addr = kp.addr;
-    // SAFETY: registered just above.
-    unsafe { bindings::unregister_kprobe(&mut kp) };
-    if addr.is_null() {
-        return Err(ENOENT);
-    }
-    // SAFETY: the kprobe sits on the first instruction of perf_output_copy,
-    // whose prototype is OutputCopy.
-    Ok(unsafe { core::mem::transmute::<*mut u8, OutputCopy>(addr.cast()) })
 }
 
 /// The registered PMU, for the CPU hotplug callbacks (which get only a CPU
@@ -139,7 +115,8 @@ unsafe extern "C" fn cpu_offline(cpu: c_uint) -> c_int {
 
 /// The module: the registered PMU and its hotplug state.
 struct PerfauxRs {
-    pax: KBox<Pax>,
+    /// Taken (and so unregistered) in `drop`, before the warn hook goes.
+    reg: Option<KBox<Registration<Pax>>>,
     hp_state: c_int,
 }
 
@@ -158,21 +135,35 @@ impl kernel::Module for PerfauxRs {
         }
         let copy = find_output_copy()?;
         perfaux::warn::set_hook(Some(warn::hook));
-        let pax = Pax::new(i64::from(period_us) * 1000, u64::from(psb_period), copy)
-            .inspect_err(|_| perfaux::warn::set_hook(None))?;
-        // SAFETY: the PMU is boxed (it does not move) and outlives the
-        // registration, which `drop` ends; `name` is the parameter's
-        // string, which lives as long as the module.
-        let ty = match unsafe { pax.register(name) } {
-            Ok(t) => t,
+        let registered =
+            Pax::new(i64::from(period_us) * 1000, u64::from(psb_period)).and_then(|pax| {
+                // SAFETY: `name` is the parameter's NUL-terminated string
+                // (checked non-NULL above), which lives as long as the module,
+                // as do the sysfs groups and `__this_module`; `copy` is
+                // perf_output_copy().
+                unsafe {
+                    Registration::register(
+                        pax,
+                        core::ffi::CStr::from_ptr(name.cast()),
+                        sysfs::groups(),
+                        bindings::PERF_PMU_CAP_EXCLUSIVE | bindings::PERF_PMU_CAP_ITRACE,
+                        (&raw const params::__this_module).cast_mut().cast(),
+                        copy,
+                    )
+                }
+            });
+        let reg = match registered {
+            Ok(r) => r,
             Err(e) => {
                 pr_err!("perf_pmu_register: {:?}\n", e);
                 perfaux::warn::set_hook(None);
                 return Err(e);
             }
         };
+        let ty = reg.type_();
+        let pax: &Pax = reg.ops();
         // Release: pairs with the Acquire loads of the hotplug callbacks.
-        PAX.store(core::ptr::from_ref(&*pax).cast_mut(), Ordering::Release);
+        PAX.store(core::ptr::from_ref(pax).cast_mut(), Ordering::Release);
         // cpuhp_setup_state(): the online callback runs on every online CPU now.
         // SAFETY: a name and two callbacks that live as long as the module.
         let hp_state = unsafe {
@@ -188,8 +179,7 @@ impl kernel::Module for PerfauxRs {
         if hp_state < 0 {
             pr_err!("cpuhp_setup_state: {}\n", hp_state);
             PAX.store(core::ptr::null_mut(), Ordering::Release);
-            // SAFETY: registered above, not yet unregistered.
-            unsafe { pax.unregister() };
+            drop(reg);
             perfaux::warn::set_hook(None);
             return Err(Error::from_errno(hp_state));
         }
@@ -203,7 +193,10 @@ impl kernel::Module for PerfauxRs {
             period_us,
             psb_period
         );
-        Ok(PerfauxRs { pax, hp_state })
+        Ok(PerfauxRs {
+            reg: Some(reg),
+            hp_state,
+        })
     }
 }
 
@@ -215,10 +208,9 @@ impl Drop for PerfauxRs {
         // SAFETY: the state `init` set up, removed once.
         unsafe { bindings::__cpuhp_remove_state(self.hp_state as bindings::cpuhp_state, true) };
         PAX.store(core::ptr::null_mut(), Ordering::Release);
-        // SAFETY: registered by `init`, unregistered once.
-        unsafe { self.pax.unregister() };
+        // perf_pmu_unregister(), then the per-CPU drivers drop.
+        drop(self.reg.take());
         perfaux::warn::set_hook(None);
         pr_info!("unregistered\n");
-        // The per-CPU drivers drop with `pax`, after this.
     }
 }

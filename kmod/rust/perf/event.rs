@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: GPL-2.0
+//! `struct perf_event` as a PMU callback sees it.
+
+use kernel::ffi::c_int;
+use kernel::types::Opaque;
+
+use crate::bindings;
+
+/// A perf event of the driver's PMU, borrowed for one callback.
+///
+/// # Invariants
+/// Wraps a `struct perf_event` the perf core keeps alive for as long as
+/// the reference (the duration of a callback); the fields read here are
+/// the perf core's to set before the callback (`attr`, `id`) or the PMU's
+/// own (`hw.state`, `hw.config`), which the perf core calls it for under
+/// its own exclusion (interrupts off on the event's CPU, or the event being
+/// initialized).
+#[repr(transparent)]
+pub(crate) struct Event(Opaque<bindings::perf_event>);
+
+impl Event {
+    /// The event at `ptr`.
+    ///
+    /// # Safety
+    /// `ptr` is an event the perf core passed to a PMU callback now
+    /// running; the reference does not outlive the callback.
+    pub(crate) unsafe fn from_raw<'a>(ptr: *mut bindings::perf_event) -> &'a Event {
+        // SAFETY: `Event` is a transparent `Opaque<perf_event>`, and the
+        // event lives for the callback (this function's `# Safety`).
+        // INVARIANT: the perf core's event, for the callback.
+        unsafe { &*ptr.cast::<Event>() }
+    }
+
+    /// The C pointer, for the perf core's calls and for identity.
+    pub(crate) fn as_ptr(&self) -> *mut bindings::perf_event {
+        self.0.get()
+    }
+
+    /// The `struct pmu` the event belongs to (`event->pmu`).
+    pub(crate) fn pmu(&self) -> *mut bindings::pmu {
+        // SAFETY: set before any callback and never changed (the type
+        // invariant).
+        unsafe { (*self.0.get()).pmu }
+    }
+
+    /// `attr.type`.
+    pub(crate) fn attr_type(&self) -> u32 {
+        // SAFETY: the perf core's attr copy, read-only after open.
+        unsafe { (*self.0.get()).attr.type_ }
+    }
+
+    /// `attr.config`.
+    pub(crate) fn config(&self) -> u64 {
+        // SAFETY: as `attr_type`.
+        unsafe { (*self.0.get()).attr.config }
+    }
+
+    /// `attr.sample_type`.
+    pub(crate) fn sample_type(&self) -> u64 {
+        // SAFETY: as `attr_type`.
+        unsafe { (*self.0.get()).attr.sample_type }
+    }
+
+    /// `attr.exclude_user`.
+    pub(crate) fn exclude_user(&self) -> bool {
+        // SAFETY: as `attr_type`.
+        unsafe { (*self.0.get()).attr.exclude_user() != 0 }
+    }
+
+    /// `attr.exclude_kernel`.
+    pub(crate) fn exclude_kernel(&self) -> bool {
+        // SAFETY: as `attr_type`.
+        unsafe { (*self.0.get()).attr.exclude_kernel() != 0 }
+    }
+
+    /// The event's id (`event->id`).
+    pub(crate) fn id(&self) -> u64 {
+        // SAFETY: set at open, read-only after.
+        unsafe { (*self.0.get()).id }
+    }
+
+    /// `hw.state` (`PERF_HES_*`).
+    pub(crate) fn hw_state(&self) -> c_int {
+        // SAFETY: the PMU's field, read in its callbacks (the type
+        // invariant).
+        unsafe { (*self.0.get()).hw.state }
+    }
+
+    /// Sets `hw.state`.
+    pub(crate) fn set_hw_state(&self, state: c_int) {
+        // SAFETY: the PMU's field, written in its callbacks under the perf
+        // core's exclusion (the type invariant).
+        unsafe { (*self.0.get()).hw.state = state };
+    }
+
+    /// Sets `hw.config` (the PMU's own word of the event).
+    pub(crate) fn set_hw_config(&self, config: u64) {
+        // SAFETY: as `set_hw_state`.
+        unsafe { (*self.0.get()).hw.__bindgen_anon_1.__bindgen_anon_1.config = config };
+    }
+}
