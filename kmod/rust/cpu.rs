@@ -9,7 +9,7 @@
 //! would trace the interrupt (`perfaux::soft_pt::tick`, which the C module
 //! runs too).
 
-use core::ptr::{addr_of, addr_of_mut, NonNull};
+use core::ptr::{addr_of, NonNull};
 
 use kernel::prelude::*;
 use kernel::types::Opaque;
@@ -37,12 +37,13 @@ static PHYS: KernelPhys = KernelPhys;
 /// output.
 ///
 /// # Invariants
-/// Built in place by [`PaxCpu::init`] in memory that does not move until it
-/// is dropped (per-CPU memory): `pmu`'s output refers to `handle` and
-/// `event`, fields of the same object.
+/// Pinned, built in place by [`PaxCpu::new`]'s initializer: `pmu`'s output
+/// refers to `handle` and `event`, fields of the same object.
+#[pin_data(PinnedDrop)]
 pub(crate) struct PaxCpu {
     /// The handle of this CPU's AUX transaction: only `pmu`'s output opens
     /// and ends transactions on it, one at a time.
+    #[pin]
     handle: AuxHandle,
     /// The PT event added on this CPU, or null: written by `add` and `del`
     /// (interrupts off), read by the ticker and the AUX output (`begin`).
@@ -51,6 +52,7 @@ pub(crate) struct PaxCpu {
     ticks: TickFlow,
     /// The ticker: set up by the CPU's online callback, cancelled by its
     /// offline one.
+    #[pin]
     timer: Opaque<bindings::hrtimer>,
     /// Nanoseconds between ticks.
     period_ns: i64,
@@ -116,30 +118,29 @@ unsafe impl AuxOutput for KernelAux {
 }
 
 impl PaxCpu {
-    /// Builds one CPU's driver in place at `this`, ticking every
-    /// `period_ns`, its tracer writing a PSB+ every `psb_period` bytes.
-    ///
-    /// # Safety
-    /// `this` valid for writes of a `PaxCpu` and not moved until it is
-    /// dropped (per-CPU memory).
-    pub(crate) unsafe fn init(this: *mut PaxCpu, period_ns: i64, psb_period: u64) -> Result {
-        // SAFETY: valid storage (this function's `# Safety`); the fields are
-        // written in dependency order and stay in place.
-        unsafe {
-            addr_of_mut!((*this).handle).write(AuxHandle::new());
-            addr_of_mut!((*this).event).write(LocalPtr::null());
-            addr_of_mut!((*this).ticks).write(TickFlow::new());
-            addr_of_mut!((*this).timer).write(Opaque::new(Default::default()));
-            addr_of_mut!((*this).period_ns).write(period_ns);
-            // INVARIANT: the output points to this object's fields.
-            let output = KernelAux {
-                handle: addr_of!((*this).handle),
-                event: addr_of!((*this).event),
-            };
-            let tracer = SoftTracer::new(&PHYS, psb_period);
-            addr_of_mut!((*this).pmu).write(PtPmu::with_output(tracer, KernelPhys, output));
-        }
-        Ok(())
+    /// One CPU's driver, built in place, ticking every `period_ns`, its
+    /// tracer writing a PSB+ every `psb_period` bytes.
+    pub(crate) fn new(period_ns: i64, psb_period: u64) -> impl PinInit<Self, Error> {
+        try_pin_init!(&this in Self {
+            handle: AuxHandle::new(),
+            event: LocalPtr::null(),
+            ticks: TickFlow::new(),
+            timer: Opaque::new(Default::default()),
+            period_ns,
+            // INVARIANT: the output points to this object's fields, which
+            // are pinned with it.
+            pmu: PtPmu::with_output(
+                SoftTracer::new(&PHYS, psb_period),
+                KernelPhys,
+                KernelAux {
+                    // SAFETY: only the addresses of the fields of the object
+                    // being initialized are taken.
+                    handle: unsafe { addr_of!((*this.as_ptr()).handle) },
+                    // SAFETY: as above.
+                    event: unsafe { addr_of!((*this.as_ptr()).event) },
+                },
+            ),
+        }? Error)
     }
 
     /// The PT PMU of this CPU.
@@ -240,8 +241,9 @@ impl PaxCpu {
     }
 }
 
-impl Drop for PaxCpu {
-    fn drop(&mut self) {
+#[pinned_drop]
+impl PinnedDrop for PaxCpu {
+    fn drop(self: Pin<&mut Self>) {
         // The perf core deletes every event before the PMU goes away, and
         // del ends the transaction: none may be open here.
         if self.pmu.in_transaction() {

@@ -34,10 +34,9 @@ pub(crate) struct PerCpu<T> {
 
 impl<T> PerCpu<T> {
     /// Allocates zeroed per-CPU memory for a `T` and builds each possible
-    /// CPU's copy in place with `init(cpu, copy)`, which must write a whole
-    /// `T` there or fail; on a failure the copies built so far are dropped
-    /// and the memory freed.
-    pub(crate) fn new(mut init: impl FnMut(c_uint, *mut T) -> Result) -> Result<Self> {
+    /// CPU's copy in place, pinned, with the initializer `init(cpu)`; on a
+    /// failure the copies built so far are dropped and the memory freed.
+    pub(crate) fn new<I: PinInit<T, Error>>(mut init: impl FnMut(c_uint) -> I) -> Result<Self> {
         let size = core::mem::size_of::<T>().max(1);
         // SAFETY: a plain allocation (`__alloc_percpu()`); zeroed memory,
         // the result checked for NULL.
@@ -48,7 +47,10 @@ impl<T> PerCpu<T> {
         for cpu in possible_cpus() {
             // SAFETY: `base` is this allocation and `cpu` possible.
             let copy = unsafe { Self::copy_of(base, cpu) };
-            match copy.map(|p| init(cpu, p.as_ptr())) {
+            // SAFETY: `p` is this CPU's copy: valid, aligned, uninitialized
+            // storage for a `T`, which never moves (per-CPU memory) until
+            // `teardown` drops it in place: pinned.
+            match copy.map(|p| unsafe { init(cpu).__pinned_init(p.as_ptr()) }) {
                 Some(Ok(())) => built += 1,
                 Some(Err(e)) => {
                     failed = Some(e);

@@ -39,11 +39,7 @@ impl Pax {
     /// Every CPU's driver, ticking every `period_ns` once its CPU is
     /// online, a PSB+ every `psb_period` bytes.
     pub(crate) fn new(period_ns: i64, psb_period: u64) -> Result<Pax> {
-        let cpus = PerCpu::new(|_, p| {
-            // SAFETY: per-CPU memory, which does not move until the
-            // PerCpu drops it.
-            unsafe { PaxCpu::init(p, period_ns, psb_period) }
-        })?;
+        let cpus = PerCpu::new(|_| PaxCpu::new(period_ns, psb_period))?;
         Ok(Pax { cpus })
     }
 
