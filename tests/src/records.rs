@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! Self-checking test records: every byte is a function of the record's
-//! sequence number and size, so a reader can tell a complete record from a
-//! torn or stale one.
+//! Records as tests write and read them: self-checking test records (every
+//! byte a function of the record's sequence number and size, so a reader
+//! can tell a complete record from a torn or stale one), and the fields of
+//! the records the engine writes ([`u64_at`], [`u32_at`], [`sample_aux`]).
 
 use perfaux::abi::PerfEventHeader;
 use perfaux::ring::{FixedEvent, NestHook, OutputHandle, Ring, read_header};
@@ -98,6 +99,24 @@ pub fn sample_aux(record: &[u8], sample_type: u64) -> (u64, &[u8]) {
         "sample_aux reads fixed-size fields only: {sample_type:#x}"
     );
     let at = 8 + 8 * (sample_type & fixed).count_ones() as usize;
-    let size = u64::from_ne_bytes(record[at..at + 8].try_into().unwrap());
-    (size, &record[at + 8..])
+    (u64_at(record, at), &record[at + 8..])
+}
+
+/// The native-endian `u64` at byte `offset` of a record (a field, as
+/// `perf_output_put` wrote it).
+#[track_caller]
+pub fn u64_at(record: &[u8], offset: usize) -> u64 {
+    let bytes = record
+        .get(offset..offset + 8)
+        .unwrap_or_else(|| panic!("no u64 at {offset} of a {}-byte record", record.len()));
+    u64::from_ne_bytes(bytes.try_into().unwrap())
+}
+
+/// The native-endian `u32` at byte `offset` of a record.
+#[track_caller]
+pub fn u32_at(record: &[u8], offset: usize) -> u32 {
+    let bytes = record
+        .get(offset..offset + 4)
+        .unwrap_or_else(|| panic!("no u32 at {offset} of a {}-byte record", record.len()));
+    u32::from_ne_bytes(bytes.try_into().unwrap())
 }

@@ -8,6 +8,7 @@
 use std::mem::{offset_of, size_of};
 
 use perfaux::abi::*;
+use perfaux_tests::records::u64_at;
 
 #[cfg(perf_event_bindings)]
 #[allow(
@@ -207,7 +208,7 @@ mod against_system_header {
             ($setter:ident, $ours:expr, $value:expr) => {{
                 let mut a = C::default();
                 a.$setter($value);
-                let word = u64::from_ne_bytes(bytes_of(&a)[40..48].try_into().unwrap());
+                let word = u64_at(&bytes_of(&a), 40);
                 assert_eq!(word, $ours, stringify!($setter));
                 let outside = bytes_of(&a)
                     .iter()

@@ -10,6 +10,7 @@ use perfaux::PmuCaps;
 use perfaux::abi::{PerfEventAttr, attr_flags as f, aux_action};
 use perfaux::attr::{CopyPolicy, GroupLeader, check_event, validate_attr};
 use perfaux_ffi::{perfaux_attr_copy, perfaux_event_check};
+use perfaux_tests::records::u32_at;
 use proptest::prelude::*;
 
 /// What size negotiation alone decides.
@@ -24,7 +25,7 @@ fn model(user: &[u8]) -> Expect {
     if user.len() < 8 {
         return Expect::Err(Error::Fault, false);
     }
-    let mut size = u32::from_ne_bytes(user[4..8].try_into().unwrap()) as usize;
+    let mut size = u32_at(user, 4) as usize;
     if size == 0 {
         size = 64;
     }

@@ -10,6 +10,7 @@ use perfaux::abi::{PAGE_SIZE, aux_flags, record_type, sample_type as st};
 use perfaux::aux::{AuxArea, AuxConfig, copy_aux, write_itrace_start};
 use perfaux::ring::{FixedEvent, RingConfig, SampleId, Wakeup, read_header};
 use perfaux_tests::mem::{AuxMemory, RingMemory, VecSink};
+use perfaux_tests::records::u64_at;
 
 struct Counter(AtomicUsize);
 impl Wakeup for Counter {
@@ -32,7 +33,7 @@ fn event() -> FixedEvent {
 }
 
 fn word(r: &[u8], i: usize) -> u64 {
-    u64::from_ne_bytes(r[8 + 8 * i..16 + 8 * i].try_into().unwrap())
+    u64_at(r, 8 + 8 * i)
 }
 
 fn aux_head(mem: &RingMemory) -> u64 {

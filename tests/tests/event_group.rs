@@ -17,7 +17,7 @@ use perfaux::{Error, PmuCaps};
 use perfaux_tests::group::{open, open_child, try_open};
 use perfaux_tests::mem::{AuxMemory, RingMemory};
 use perfaux_tests::pmu::TestPmu;
-use perfaux_tests::records::sample_aux;
+use perfaux_tests::records::{sample_aux, u64_at};
 
 struct TestPlatform {
     cpu: Cell<u32>,
@@ -429,7 +429,7 @@ fn inherited_children_write_through_their_parents() {
     let s = samples(&w.mem);
     assert_eq!(s.len(), 1, "the child's sample is in the parent's ring");
     // TID|TIME|STREAM_ID|AUX: the AUX size word is after the stream id.
-    let aux_size = u64::from_ne_bytes(s[0][32..40].try_into().unwrap());
+    let aux_size = u64_at(&s[0], 32);
     assert_eq!(aux_size, 1024);
     assert!(
         s[0][40..] == w.newest(7000, 1024)[..],
@@ -748,7 +748,7 @@ fn a_sample_names_its_task_time_ids_and_cpu_as_perf_prepare_sample() {
     };
     child.overflow(&p, &lies).unwrap();
     let s = samples(&w.mem);
-    let word = |i: usize| u64::from_ne_bytes(s[0][8 + 8 * i..16 + 8 * i].try_into().unwrap());
+    let word = |i: usize| u64_at(&s[0], 8 + 8 * i);
     assert_eq!(word(0), 40, "IDENTIFIER: the primary (parent's) id");
     assert_eq!(word(1), 100 | (101 << 32), "TID: the platform's task");
     assert!(word(2) > 1000, "TIME: the platform's clock");

@@ -13,6 +13,7 @@ use perfaux::Error;
 use perfaux::abi::{PerfEventAttr, attr_flags, sample_type as st};
 use perfaux_ffi::*;
 use perfaux_tests::mem::{AuxMemory, PageBlock, RingMemory};
+use perfaux_tests::records::u32_at;
 
 /// Collects what a sink receives.
 unsafe extern "C" fn collect(ctx: *mut c_void, bytes: *const c_void, len: usize) -> usize {
@@ -258,7 +259,7 @@ fn pt_leader_and_a_sampler_through_the_c_abi() {
             let records = c.mem.records();
             let sample = records
                 .iter()
-                .find(|r| u32::from_ne_bytes(r[..4].try_into().unwrap()) == 9)
+                .find(|r| u32_at(r, 0) == 9)
                 .expect("a sample");
             assert_eq!(
                 &sample[24..],

@@ -19,6 +19,7 @@ use perfaux::abi::{
     sample_type as st, x86_regs,
 };
 use perfaux_ffi::{PERFAUX_CAP_NO_NMI, perfaux_attr_copy, perfaux_event_check};
+use perfaux_tests::records::u32_at;
 
 /// Software events (cpu-clock, task-clock) never run in NMI context.
 const SW_CAPS: u32 = PERFAUX_CAP_NO_NMI;
@@ -514,7 +515,7 @@ fn page_or_owned_size(page: &GuardedPage, at: *const u8, owned: &[u8], guarded: 
     if guarded {
         page.size_field(at)
     } else {
-        u32::from_ne_bytes(owned[4..8].try_into().unwrap())
+        u32_at(owned, 4)
     }
 }
 
@@ -532,7 +533,7 @@ fn run_perfaux(case: &Case, leaders: &Leaders) -> Outcome {
             out.len(),
         )
     };
-    let size_after = (readable >= 8).then(|| u32::from_ne_bytes(user[4..8].try_into().unwrap()));
+    let size_after = (readable >= 8).then(|| u32_at(&user, 4));
     if rc != 0 {
         return Outcome {
             result: i64::from(rc),

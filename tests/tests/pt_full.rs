@@ -12,6 +12,7 @@ use perfaux::pmu::{EventInfo, ef};
 use perfaux::ring::{FixedEvent, read_header};
 use perfaux::soft_pt::stream::TraceEvent;
 use perfaux_tests::mem::{AuxMemory, RingMemory};
+use perfaux_tests::records::u64_at;
 use perfaux_tests::shims::with_pt;
 
 fn program(n: usize) -> Vec<TraceEvent> {
@@ -39,7 +40,7 @@ fn aux_records(mem: &RingMemory) -> Vec<(u64, u64, u64)> {
         .iter()
         .filter(|r| read_header(r).unwrap().type_ == record_type::AUX)
         .map(|r| {
-            let w = |k: usize| u64::from_ne_bytes(r[8 + 8 * k..16 + 8 * k].try_into().unwrap());
+            let w = |k: usize| u64_at(r, 8 + 8 * k);
             (w(0), w(1), w(2))
         })
         .collect()

@@ -23,7 +23,7 @@ use perfaux::soft_pt::tracer::{SoftTracer, Taps};
 use perfaux::{PmuCaps, Result};
 use perfaux_tests::group::open;
 use perfaux_tests::mem::{AuxMemory, RingMemory};
-use perfaux_tests::records::sample_aux;
+use perfaux_tests::records::{sample_aux, u64_at};
 use perfaux_tests::shims::{CountingPmu, Cpu0, interrupt, with_interrupt, with_pt};
 
 /// The PT PMU, with an interrupt point before every `split` bytes that its
@@ -395,7 +395,7 @@ fn an_error_status_is_counted_cleared_and_tracing_goes_on() {
             .filter(|r| read_header(r).unwrap().type_ == record_type::AUX)
             .collect();
         assert_eq!(aux_records.len(), 1, "the data so far is published");
-        let flags = u64::from_ne_bytes(aux_records[0][24..32].try_into().unwrap());
+        let flags = u64_at(aux_records[0], 24);
         assert_eq!(
             flags & aux_flags::TRUNCATED,
             0,

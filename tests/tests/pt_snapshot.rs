@@ -16,6 +16,7 @@ use perfaux::soft_pt::packet::PSB;
 use perfaux::soft_pt::stream::TraceEvent;
 use perfaux_tests::group::{open, try_open};
 use perfaux_tests::mem::{AuxMemory, RingMemory};
+use perfaux_tests::records::u64_at;
 use perfaux_tests::shims::{CountingPmu, Cpu0, decodes, with_pt};
 use proptest::prelude::*;
 
@@ -111,7 +112,7 @@ fn run(aux_pages: usize, aux_order: u32, steps: &[Step]) -> std::result::Result<
                             .iter()
                             .find(|r| read_header(r).unwrap().type_ == record_type::SAMPLE)
                             .unwrap();
-                        let aux_size = u64::from_ne_bytes(r[16..24].try_into().unwrap()) as usize;
+                        let aux_size = u64_at(r, 16) as usize;
                         let want_size = ((*size as usize).min(65535 - 24) & !7).min(bufsize);
                         prop_assert_eq!(aux_size, want_size);
                         prop_assert_eq!(layout.aux_size as usize, want_size);
@@ -153,9 +154,7 @@ fn run(aux_pages: usize, aux_order: u32, steps: &[Step]) -> std::result::Result<
                 .iter()
                 .find(|r| read_header(r).unwrap().type_ == record_type::AUX)
                 .unwrap();
-            let words: Vec<u64> = (0..3)
-                .map(|k| u64::from_ne_bytes(aux_record[8 + 8 * k..16 + 8 * k].try_into().unwrap()))
-                .collect();
+            let words: Vec<u64> = (0..3).map(|k| u64_at(aux_record, 8 + 8 * k)).collect();
             prop_assert_eq!(words, vec![position, bufsize as u64, aux_flags::OVERWRITE]);
             prop_assert_eq!(area.head(), position);
             Ok(())

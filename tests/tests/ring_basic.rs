@@ -10,7 +10,7 @@ use perfaux::abi::{
 };
 use perfaux::ring::{FixedEvent, Ring, RingConfig, SampleId, Wakeup, read_header};
 use perfaux_tests::mem::RingMemory;
-use perfaux_tests::records::{check_test_record, test_record, write_test_record};
+use perfaux_tests::records::{check_test_record, test_record, u64_at, write_test_record};
 
 fn read_all(mem: &RingMemory) -> Vec<Vec<u8>> {
     let mut c = mem.consumer();
@@ -152,16 +152,8 @@ fn full_writable_ring_drops_then_reports_lost() {
     let lost = &records[0];
     let hdr = read_header(lost).unwrap();
     assert_eq!((hdr.type_, hdr.misc, hdr.size), (record_type::LOST, 0, 48));
-    assert_eq!(
-        u64::from_ne_bytes(lost[8..16].try_into().unwrap()),
-        77,
-        "id"
-    );
-    assert_eq!(
-        u64::from_ne_bytes(lost[16..24].try_into().unwrap()),
-        2,
-        "lost"
-    );
+    assert_eq!(u64_at(lost, 8), 77, "id");
+    assert_eq!(u64_at(lost, 16), 2, "lost");
     let mut expected_trailer = [0u8; 24];
     trailer.encode(&mut expected_trailer);
     assert_eq!(&lost[24..], &expected_trailer);
@@ -455,11 +447,7 @@ fn lost_record_refreshes_the_sample_id() {
     let records = read_all(&mem);
     let lost = &records[0];
     assert_eq!(read_header(lost).unwrap().size, 32);
-    assert_eq!(
-        u64::from_ne_bytes(lost[24..32].try_into().unwrap()),
-        1100,
-        "the refreshed time"
-    );
+    assert_eq!(u64_at(lost, 24), 1100, "the refreshed time");
     // Without losses, nothing is refreshed.
     write_test_record(&ring, 2, 16).unwrap();
     let mut h = ring.begin(16, &mut clock).unwrap();

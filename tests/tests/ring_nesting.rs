@@ -18,7 +18,7 @@ use perfaux::Error;
 use perfaux::abi::record_type;
 use perfaux::ring::{Mutation, NestHook, Point, Ring, RingConfig, read_header};
 use perfaux_tests::mem::RingMemory;
-use perfaux_tests::records::{check_test_record, write_test_record};
+use perfaux_tests::records::{check_test_record, u64_at, write_test_record};
 
 /// Chooses the code under test: correct, or one of the deliberate bugs.
 trait Variant {
@@ -234,7 +234,7 @@ fn run_counting<V: Variant>(
             break;
         };
         if read_header(r).unwrap().type_ == record_type::LOST {
-            lost_reported += u64::from_ne_bytes(r[16..24].try_into().unwrap());
+            lost_reported += u64_at(r, 16);
             continue;
         }
         match check_test_record(r) {

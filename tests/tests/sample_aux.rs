@@ -14,7 +14,7 @@ use perfaux::sample::{
 };
 use perfaux_tests::mem::{AuxMemory, RingMemory};
 use perfaux_tests::pmu::{Behaviour, TestPmu};
-use perfaux_tests::records::sample_aux;
+use perfaux_tests::records::{sample_aux, u64_at};
 
 const TID_TIME_AUX: u64 = st::TID | st::TIME | st::AUX;
 
@@ -346,7 +346,7 @@ fn a_sample_inside_a_snapshot_gets_no_aux_and_the_outer_one_is_intact() {
         "outer AUX bytes intact"
     );
     assert_eq!((read_header(&r[1]).unwrap().size, aux_of(&r[1]).0), (32, 0));
-    assert_eq!(u64::from_ne_bytes(r[1][16..24].try_into().unwrap()), 999);
+    assert_eq!(u64_at(&r[1], 16), 999);
     assert!(!area.in_sampling(), "the guard is down again");
 }
 
@@ -486,22 +486,14 @@ fn a_sample_after_a_lost_record_carries_the_refreshed_values() {
         read_header(&r[0]).unwrap().type_,
         perfaux::abi::record_type::LOST
     );
-    assert_eq!(
-        u64::from_ne_bytes(r[0][32..40].try_into().unwrap()),
-        5001,
-        "the LOST trailer's time"
-    );
+    assert_eq!(u64_at(&r[0], 32), 5001, "the LOST trailer's time");
     let s = &r[1];
     assert_eq!(
-        u64::from_ne_bytes(s[16..24].try_into().unwrap()),
+        u64_at(s, 16),
         5001,
         "the sample's time is the refreshed one"
     );
-    assert_eq!(
-        u64::from_ne_bytes(s[24..32].try_into().unwrap()),
-        77,
-        "stream_id from the output event"
-    );
+    assert_eq!(u64_at(s, 24), 77, "stream_id from the output event");
     // Without a LOST record, the caller's values stand.
     write_sample(
         &ring,
@@ -516,6 +508,6 @@ fn a_sample_after_a_lost_record_carries_the_refreshed_values() {
     )
     .unwrap();
     let r = mem.records();
-    assert_eq!(u64::from_ne_bytes(r[0][16..24].try_into().unwrap()), 12345);
-    assert_eq!(u64::from_ne_bytes(r[0][24..32].try_into().unwrap()), 1);
+    assert_eq!(u64_at(&r[0], 16), 12345);
+    assert_eq!(u64_at(&r[0], 24), 1);
 }

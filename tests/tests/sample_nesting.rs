@@ -14,6 +14,7 @@ use perfaux::ring::{FixedEvent, NestHook, Point, Ring, RingConfig, read_header};
 use perfaux::sample::{AuxSampling, NoIrqMask, SampleData, write_sample};
 use perfaux_tests::mem::{AuxMemory, RingMemory};
 use perfaux_tests::pmu::TestPmu;
+use perfaux_tests::records::u64_at;
 
 const TRACED: u64 = 20_000;
 
@@ -129,8 +130,8 @@ fn run(triggers: [Option<usize>; 2]) -> (Vec<String>, [usize; 3], usize) {
             violations.push(format!("record type {}", h.type_));
             continue;
         }
-        let time = u64::from_ne_bytes(r[16..24].try_into().unwrap());
-        let aux_size = u64::from_ne_bytes(r[24..32].try_into().unwrap());
+        let time = u64_at(r, 16);
+        let aux_size = u64_at(r, 24);
         times.push(time);
         let in_snapshot = started
             .iter()
