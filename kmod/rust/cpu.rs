@@ -224,7 +224,7 @@ impl PaxCpu {
                 bindings::pax_instruction_pointer(regs),
             )
         };
-        if event.hw_state() & bindings::PERF_HES_STOPPED as i32 != 0 {
+        if event.is_stopped() {
             return;
         }
         // What the interrupt looks like in the trace: perfaux::soft_pt::tick.

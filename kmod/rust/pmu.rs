@@ -4,17 +4,14 @@
 //! `struct pt`) and the AUX buffers of [`crate::buffer`]. No binding of the
 //! perf core is called here: the layer (`crate::perf`) does that.
 
-use kernel::ffi::{c_int, c_uint};
+use kernel::ffi::c_uint;
 use kernel::prelude::*;
 use perfaux::pmu::ef;
 
 use crate::buffer::PaxBuf;
 use crate::cpu::PaxCpu;
 use crate::percpu::PerCpu;
-use crate::perf::{Event, OutputHandle, PmuOps};
-
-/// `PERF_HES_STOPPED`: the event is not counting.
-const HES_STOPPED: c_int = 1;
+use crate::perf::{eopnotsupp, Event, OutputHandle, PmuOps, HES_STOPPED};
 
 /// The driver of every CPU.
 pub(crate) struct Pax {
@@ -26,14 +23,6 @@ pub(crate) struct Pax {
 unsafe impl Send for Pax {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Pax {}
-
-// The kernel's PERF_EF_* and PERF_HES_STOPPED are the crate's and this
-// file's.
-const _: () = assert!(
-    crate::bindings::PERF_EF_START == ef::START
-        && crate::bindings::PERF_EF_UPDATE == ef::UPDATE
-        && crate::bindings::PERF_HES_STOPPED as c_int == HES_STOPPED
-);
 
 impl Pax {
     /// Every CPU's driver, ticking every `period_ns` once its CPU is
@@ -72,10 +61,8 @@ impl PmuOps for Pax {
         if perfaux::pt::config::PtConfig::from_attr(event.config()).is_err() {
             return Err(EINVAL);
         }
-        // has_branch_stack().
-        let branch_stack = crate::bindings::perf_event_sample_format_PERF_SAMPLE_BRANCH_STACK;
-        if event.sample_type() & branch_stack as u64 != 0 {
-            return Err(Error::from_errno(-(crate::bindings::EOPNOTSUPP as c_int)));
+        if event.has_branch_stack() {
+            return Err(eopnotsupp());
         }
         event.set_hw_config(0);
         Ok(())

@@ -39,49 +39,19 @@ const fn ext_attr(
     }
 }
 
-/// The attributes of `format/` (the engine's table: a string each).
-const fn format_attrs() -> [bindings::dev_ext_attribute; FORMAT.len()] {
-    let mut out = [const { ext_attr(c"", show_str, ptr::null_mut()) }; FORMAT.len()];
-    let mut i = 0;
-    while i < FORMAT.len() {
-        out[i] = ext_attr(
-            FORMAT[i].name,
-            show_str,
-            FORMAT[i].config.as_ptr() as *mut c_void,
-        );
-        i += 1;
-    }
-    out
-}
-
-/// The attributes of `caps/` (the engine's table: a number each).
-const fn cap_attrs() -> [bindings::dev_ext_attribute; CAPS.len()] {
-    let mut out = [const { ext_attr(c"", show_hex, ptr::null_mut()) }; CAPS.len()];
-    let mut i = 0;
-    while i < CAPS.len() {
-        out[i] = ext_attr(
-            CAPS[i].name,
-            show_hex,
-            CAPS[i].value as usize as *mut c_void,
-        );
-        i += 1;
-    }
-    out
-}
-
-/// The timing attributes (the engine's table: a string each).
-const fn timing_attrs() -> [bindings::dev_ext_attribute; TIMING.len()] {
-    let mut out = [const { ext_attr(c"", show_str, ptr::null_mut()) }; TIMING.len()];
-    let mut i = 0;
-    while i < TIMING.len() {
-        out[i] = ext_attr(
-            TIMING[i].name,
-            show_str,
-            TIMING[i].value.as_ptr() as *mut c_void,
-        );
-        i += 1;
-    }
-    out
+/// The attributes of one of the engine's tables, at compile time: each
+/// entry `$a` becomes `ext_attr($a.name, $show, $var)`.
+macro_rules! ext_attrs {
+    ($table:expr, $show:expr, |$a:ident| $var:expr) => {{
+        let mut out = [const { ext_attr(c"", $show, ptr::null_mut()) }; $table.len()];
+        let mut i = 0;
+        while i < $table.len() {
+            let $a = &$table[i];
+            out[i] = ext_attr($a.name, $show, $var);
+            i += 1;
+        }
+        out
+    }};
 }
 
 /// The attribute pointers of a group over `attrs`, NULL-terminated (`M`
@@ -137,12 +107,16 @@ unsafe extern "C" fn show_hex(
     unsafe { bindings::sysfs_emit(buf, c"%lx\n".as_ptr().cast(), ext_var(attr) as usize) as isize }
 }
 
-static mut FORMAT_EXT: [bindings::dev_ext_attribute; FORMAT.len()] = format_attrs();
+// format/ and the timing attributes show a string, caps/ a number.
+static mut FORMAT_EXT: [bindings::dev_ext_attribute; FORMAT.len()] =
+    ext_attrs!(FORMAT, show_str, |a| a.config.as_ptr() as *mut c_void);
 static mut FORMAT_ATTRS: [*mut bindings::attribute; FORMAT.len() + 1] =
     attr_ptrs(&raw mut FORMAT_EXT);
-static mut CAP_EXT: [bindings::dev_ext_attribute; CAPS.len()] = cap_attrs();
+static mut CAP_EXT: [bindings::dev_ext_attribute; CAPS.len()] =
+    ext_attrs!(CAPS, show_hex, |a| a.value as usize as *mut c_void);
 static mut CAP_ATTRS: [*mut bindings::attribute; CAPS.len() + 1] = attr_ptrs(&raw mut CAP_EXT);
-static mut TIMING_EXT: [bindings::dev_ext_attribute; TIMING.len()] = timing_attrs();
+static mut TIMING_EXT: [bindings::dev_ext_attribute; TIMING.len()] =
+    ext_attrs!(TIMING, show_str, |a| a.value.as_ptr() as *mut c_void);
 static mut TIMING_ATTRS: [*mut bindings::attribute; TIMING.len() + 1] =
     attr_ptrs(&raw mut TIMING_EXT);
 

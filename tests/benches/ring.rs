@@ -829,7 +829,6 @@ fn sample_path(c: &mut Criterion) {
 /// 64 KiB AUX area; and `snapshot_aux` (stop, position, copy_aux, restart)
 /// of 4, 16 and 64 KiB against a memcpy of the same bytes.
 fn pt_path(c: &mut Criterion) {
-    use perfaux::pmu::EventInfo;
     use perfaux::pt::buffer::PtBuffer;
     use perfaux::pt::hw::TraceHw;
     use perfaux::pt::pmu::PtPmu;
@@ -865,20 +864,7 @@ fn pt_path(c: &mut Criterion) {
         FixedEvent::default(),
     )
     .expect("pmu");
-    let attr = PerfEventAttr::new(136);
-    let info = EventInfo {
-        attr: &attr,
-        id: 1,
-        cpu: 0,
-        aux_paused: false,
-    };
-    pt.add(
-        info.id,
-        info.attr.config,
-        info.aux_paused,
-        perfaux::pmu::ef::START,
-    )
-    .expect("add");
+    pt.add(1, 0, false, perfaux::pmu::ef::START).expect("add");
     tracer.trace(TraceEvent::Enable(0x40_0000));
 
     // A program's worth of events: mostly conditional branches, some

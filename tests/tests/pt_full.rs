@@ -7,8 +7,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use perfaux::abi::{PerfEventAttr, aux_flags, record_type};
-use perfaux::pmu::{EventInfo, ef};
+use perfaux::abi::{aux_flags, record_type};
+use perfaux::pmu::ef;
 use perfaux::ring::{FixedEvent, read_header};
 use perfaux::soft_pt::stream::TraceEvent;
 use perfaux_tests::mem::{AuxMemory, RingMemory};
@@ -79,16 +79,9 @@ fn run(consumer: Consumer) -> (Vec<u8>, Vec<u8>, Vec<u64>, bool) {
         },
         |p| {
             let (area, tracer, model, pt) = (p.area, p.tracer, p.model, p.pmu);
-            let mut attr = PerfEventAttr::new(136);
-            attr.config = perfaux::pt::config::bits::TSC; // intel_pt/tsc/
-            let info = EventInfo {
-                attr: &attr,
-                id: 1,
-                cpu: 0,
-                aux_paused: false,
-            };
-            pt.add(info.id, info.attr.config, info.aux_paused, ef::START)
-                .unwrap();
+            // Event 1, intel_pt/tsc/.
+            let tsc = perfaux::pt::config::bits::TSC;
+            pt.add(1, tsc, false, ef::START).unwrap();
 
             let mut received = Vec::new();
             let mut flags = Vec::new();
@@ -116,8 +109,7 @@ fn run(consumer: Consumer) -> (Vec<u8>, Vec<u8>, Vec<u64>, bool) {
                                 disabled = true;
                                 pt.del();
                                 consume(&mut received, &mut flags);
-                                pt.add(info.id, info.attr.config, info.aux_paused, ef::START)
-                                    .unwrap();
+                                pt.add(1, tsc, false, ef::START).unwrap();
                                 tracer.trace(TraceEvent::Enable(0x40_0000));
                             }
                         }

@@ -9,9 +9,9 @@ use std::cell::Cell;
 use std::ptr::NonNull;
 
 use perfaux::Result;
-use perfaux::abi::{PerfEventAttr, aux_flags};
+use perfaux::abi::aux_flags;
 use perfaux::aux::{AuxOutput, AuxTransaction};
-use perfaux::pmu::{EventInfo, ef};
+use perfaux::pmu::ef;
 use perfaux::pt::buffer::PtBuffer;
 use perfaux::pt::pmu::PtPmu;
 use perfaux::pt::topa::{IdentityMap, TopaTable};
@@ -61,16 +61,7 @@ fn fill(aux: &AuxMemory, head: u64, space: u64) -> (u64, bool, bool) {
         flags: Cell::new(0),
     };
     let pt = PtPmu::with_output(&tracer, &IdentityMap, &output);
-    let attr = PerfEventAttr::new(136);
-    let info = EventInfo {
-        attr: &attr,
-        id: 1,
-        cpu: 0,
-        aux_paused: false,
-    };
-    let refused = pt
-        .add(info.id, info.attr.config, info.aux_paused, ef::START)
-        .is_err();
+    let refused = pt.add(1, 0, false, ef::START).is_err();
     tracer.trace(TraceEvent::Enable(0x40_0000));
     let mut ip = 0x40_0000;
     // Indirect branches make 3-byte TIPs (the low 16 bits change); far

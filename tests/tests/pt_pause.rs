@@ -367,21 +367,7 @@ fn an_error_status_is_counted_cleared_and_tracing_goes_on() {
     let aux = AuxMemory::new(8, 0);
     with_pt(&mem, &aux, false, 1024, FixedEvent::default(), |p| {
         let (tracer, pt) = (p.tracer, p.pmu);
-        let mut attr = PerfEventAttr::new(136);
-        attr.type_ = 8;
-        let info = EventInfo {
-            attr: &attr,
-            id: 1,
-            cpu: 0,
-            aux_paused: false,
-        };
-        pt.add(
-            info.id,
-            info.attr.config,
-            info.aux_paused,
-            perfaux::pmu::ef::START,
-        )
-        .unwrap();
+        pt.add(1, 0, false, perfaux::pmu::ef::START).unwrap();
         tracer.trace(TraceEvent::Enable(0x40_0000));
         program(tracer, 0, 500);
         tracer.set_status(STATUS_ERROR);

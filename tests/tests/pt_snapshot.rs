@@ -9,7 +9,6 @@
 
 use perfaux::abi::{PerfEventAttr, aux_flags, record_type, sample_type as st};
 use perfaux::event::Buffer;
-use perfaux::pmu::EventInfo;
 use perfaux::ring::{FixedEvent, read_header};
 use perfaux::sample::SampleData;
 use perfaux::soft_pt::packet::PSB;
@@ -38,16 +37,6 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 const PSB_PERIOD: u64 = 1024;
-
-/// Event 1 on CPU 0, running, as the PT PMU is told about it.
-fn event_1(attr: &PerfEventAttr) -> EventInfo<'_> {
-    EventInfo {
-        attr,
-        id: 1,
-        cpu: 0,
-        aux_paused: false,
-    }
-}
 
 fn run(aux_pages: usize, aux_order: u32, steps: &[Step]) -> std::result::Result<(), TestCaseError> {
     let mem = RingMemory::new(64, 0);
@@ -183,15 +172,7 @@ fn one_page_snapshot_buffer_uses_single_range_output() {
     let aux = AuxMemory::new(1, 0);
     with_pt(&mem, &aux, true, 512, FixedEvent::default(), |p| {
         let (area, tracer, pt) = (p.area, p.tracer, p.pmu);
-        let attr = PerfEventAttr::new(136);
-        let info = event_1(&attr);
-        pt.add(
-            info.id,
-            info.attr.config,
-            info.aux_paused,
-            perfaux::pmu::ef::START,
-        )
-        .unwrap();
+        pt.add(1, 0, false, perfaux::pmu::ef::START).unwrap();
         assert!(!tracer.uses_topa());
         let (base, mask) = tracer.output();
         assert_eq!((base, mask), (aux.pages()[0] as u64, 0xfff));
@@ -267,15 +248,7 @@ fn a_snapshot_finds_its_table_in_a_buffer_of_several() {
     assert_eq!(perfaux::pt::topa::tables_for_pages(1024), 3);
     with_pt(&mem, &aux, true, 2048, FixedEvent::default(), |p| {
         let (tracer, pt, model) = (p.tracer, p.pmu, p.model);
-        let attr = PerfEventAttr::new(136);
-        let info = event_1(&attr);
-        pt.add(
-            info.id,
-            info.attr.config,
-            info.aux_paused,
-            perfaux::pmu::ef::START,
-        )
-        .unwrap();
+        pt.add(1, 0, false, perfaux::pmu::ef::START).unwrap();
         tracer.trace(TraceEvent::Enable(0x40_0000));
         let mut bases = std::collections::BTreeSet::new();
         let mut out = vec![0u8; 65536];

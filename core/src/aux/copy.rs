@@ -98,10 +98,11 @@ pub unsafe fn copy_aux_pages<S: OutputSink + ?Sized>(
     }
 }
 /// `size` zero bytes into `sink`, in pieces of at most 512; returns how
-/// many it took (fewer when it stops taking them).
+/// many it took (fewer when it stops taking them). PMI-safe.
 ///
-/// The AUX block of a sample whose PMU has nothing to copy: a kernel
-/// module's `snapshot_aux` with no open transaction. A user gets there:
+/// What a sample's AUX block holds past what the PMU copied
+/// (`sample::write`), and all of it when the PMU has nothing to copy: a
+/// kernel module's `snapshot_aux` with no open transaction. A user gets there:
 /// `perf_mmap_close()` of the AUX area stops the event and frees the
 /// buffer some time later, and a sampler that overflows in between still
 /// asks for `perf_aux_size()` bytes. Intel PT `WARN`s

@@ -9,6 +9,7 @@ use crate::abi::{
     PerfEventAttr, PerfEventHeader, branch_sample_type as br, read_format as rf, record_type,
     sample_type as st,
 };
+use crate::aux::copy_zeros;
 use crate::platform::IrqMask;
 use crate::ring::{NestHook, OutputHandle, OutputSink};
 
@@ -246,8 +247,6 @@ fn write_regs<H: NestHook>(h: &mut OutputHandle<'_, '_, H>, regs: &Regs<'_>) {
 
 /// Zeroes whatever is left of the reservation.
 fn zero_fill<H: NestHook>(h: &mut OutputHandle<'_, '_, H>) {
-    while h.remaining() != 0 {
-        let (zeros, _) = ZEROS.split_at(h.remaining().min(ZEROS.len()));
-        let _ = h.copy(zeros);
-    }
+    let left = h.remaining() as u64;
+    copy_zeros(h, left);
 }

@@ -6,6 +6,14 @@ use kernel::types::Opaque;
 
 use crate::bindings;
 
+/// `PERF_HES_STOPPED`: the event is not counting (`hw.state`).
+pub(crate) const HES_STOPPED: c_int = bindings::PERF_HES_STOPPED as c_int;
+
+/// `EOPNOTSUPP`, which 6.12's `kernel::error::code` lacks.
+pub(crate) fn eopnotsupp() -> kernel::error::Error {
+    kernel::error::Error::from_errno(-(bindings::EOPNOTSUPP as c_int))
+}
+
 /// A perf event of the driver's PMU, borrowed for one callback.
 ///
 /// # Invariants
@@ -61,6 +69,12 @@ impl Event {
         unsafe { (*self.0.get()).attr.sample_type }
     }
 
+    /// `has_branch_stack()`: the samples carry a branch stack.
+    pub(crate) fn has_branch_stack(&self) -> bool {
+        let branch_stack = bindings::perf_event_sample_format_PERF_SAMPLE_BRANCH_STACK;
+        self.sample_type() & branch_stack as u64 != 0
+    }
+
     /// `attr.exclude_user`.
     pub(crate) fn exclude_user(&self) -> bool {
         // SAFETY: as `attr_type`.
@@ -84,6 +98,11 @@ impl Event {
         // SAFETY: the PMU's field, read in its callbacks (the type
         // invariant).
         unsafe { (*self.0.get()).hw.state }
+    }
+
+    /// Whether `hw.state` says [`HES_STOPPED`].
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.hw_state() & HES_STOPPED != 0
     }
 
     /// Sets `hw.state`.

@@ -27,5 +27,5 @@ mod event;
 mod pmu;
 
 pub(crate) use aux::{find_output_copy, AuxHandle, OutputCopy, OutputHandle};
-pub(crate) use event::Event;
+pub(crate) use event::{eopnotsupp, Event, HES_STOPPED};
 pub(crate) use pmu::{PmuOps, Registration};

@@ -12,6 +12,13 @@ use kernel::types::Opaque;
 use super::{Event, OutputCopy, OutputHandle};
 use crate::bindings;
 
+// The kernel's PERF_EF_* are the engine's, which drivers pass on.
+const _: () = assert!(
+    bindings::PERF_EF_START == perfaux::pmu::ef::START
+        && bindings::PERF_EF_UPDATE == perfaux::pmu::ef::UPDATE
+        && bindings::PERF_EF_RELOAD == perfaux::pmu::ef::RELOAD
+);
+
 /// What a PMU driver does for the perf core (`struct pmu`'s callbacks).
 /// The contexts are the perf core's: `event_init` at open; `add`, `del`,
 /// `start`, `stop` and `read` on the event's CPU with interrupts off;
