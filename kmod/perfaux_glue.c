@@ -136,16 +136,25 @@ static void pax_free_buf(struct pax_buf *buf)
 	kfree(buf);
 }
 
+/*
+ * The buffer's module reference goes last: after it, no instruction of
+ * this module runs (module_put() is a tail call, which kmod/test checks in
+ * the object), so rmmod may free the module's text as soon as it drops.
+ */
 static void pax_free_aux(void *aux)
 {
 	struct pax_buf *buf = aux;
 
-	/* The kernel frees a buffer only after its last transaction ended. */
+	/*
+	 * The kernel frees a buffer only after its last transaction ended;
+	 * a leaked buffer keeps its reference, and the module with it.
+	 */
 	if (perfaux_pt_buffer_fini(&buf->pt)) {
 		pr_err("perfaux_pt: BUG: free_aux of a buffer a transaction holds; leaking it\n");
 		return;
 	}
 	pax_free_buf(buf);
+	module_put(THIS_MODULE);
 }
 
 static void *pax_setup_aux(struct perf_event *event, void **pages, int nr_pages, bool overwrite)
@@ -168,6 +177,14 @@ static void *pax_setup_aux(struct perf_event *event, void **pages, int nr_pages,
 		pr_warn("perfaux_pt: setup_aux of %d pages: %d\n", nr_pages, r);
 		goto fail;
 	}
+	/*
+	 * The buffer holds the module until free_aux: the ring buffer calls
+	 * rb->free_aux when its last AUX mapping goes, which can be after the
+	 * event (and with it the event's module reference) is gone: an event
+	 * whose output was set to this one maps the same ring and AUX area.
+	 * Called for an event of this PMU, which holds the module already.
+	 */
+	__module_get(THIS_MODULE);
 	return buf;
 fail:
 	pax_free_buf(buf);

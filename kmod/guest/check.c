@@ -18,7 +18,8 @@
  * runs (munmap of the AUX area or of both mappings while enabled, close of
  * the leader or the sampler first, exit and exec of a traced task, fork
  * with inherit, 100 rounds of open/mmap/enable/close per task and per CPU
- * on every CPU, rmmod while events are open, CPU hotplug), each followed by
+ * on every CPU, rmmod while events are open or while only another event's
+ * fd maps the AUX area, CPU hotplug), each followed by
  * a trace that must still work.
  */
 #define _GNU_SOURCE
@@ -1152,6 +1153,53 @@ static void fault_rmmod(int type, int unused)
 	pass_after(type, name, "refused (EWOULDBLOCK/EBUSY)");
 }
 
+/*
+ * rmmod after the event is gone but not its AUX area: the sampler's output
+ * is the leader's, so the sampler's fd maps the leader's ring and AUX area
+ * too; the leader closed and unmapped, that AUX buffer lives on, and the
+ * ring buffer frees it through the module's free_aux (rb->free_aux) when
+ * its last mapping goes. Until then the module must stay: each AUX buffer
+ * holds it (setup_aux to free_aux). Without that, the rmmod succeeds and
+ * the munmap jumps into the freed module.
+ */
+static void fault_rmmod_aux(int type, int unused)
+{
+	const char *name = "fault: rmmod while another event's fd maps the AUX area";
+	struct group g;
+	struct ring r = { 0 };
+	long removed;
+
+	(void)unused;
+	if (group_start(&g, type, 0, -1, 0, name))
+		return;
+	workload(5);
+	r.fd = g.sampler;
+	if (map_ring(&r, PROT_READ)) {
+		FAIL(name, "the sampler's mappings: %s", strerror(errno));
+		unmap_ring(&r);
+		group_close(&g);
+		return;
+	}
+	unmap_ring(&g.r);
+	close(g.leader);
+	g.leader = -1;
+	workload(5);
+	removed = syscall(SYS_delete_module, name_from_env("PERFAUX_MODULE"), O_NONBLOCK);
+	if (removed == 0) {
+		/* What follows jumps into freed module text: say so first. */
+		printf("FAIL %s: the module was removed under a live AUX buffer\n", name);
+		fflush(stdout);
+		failures++;
+	} else if (errno != EWOULDBLOCK && errno != EBUSY) {
+		FAIL(name, "delete_module: %s", strerror(errno));
+	}
+	unmap_ring(&r);
+	group_close(&g);
+	if (removed == 0)
+		return;
+	pass_after(type, name, "refused until the AUX area's last mapping went");
+}
+
 static int cpu_online(int cpu, int on)
 {
 	char path[64];
@@ -1217,6 +1265,7 @@ static const struct fault_case {
 	{ "churn-task", fault_churn, 0 },
 	{ "churn-cpu", fault_churn, 1 },
 	{ "rmmod", fault_rmmod, 0 },
+	{ "rmmod-aux", fault_rmmod_aux, 0 },
 	{ "hotplug", fault_hotplug, 0 },
 };
 

@@ -95,13 +95,16 @@ impl PaxBuf {
     }
 
     /// `pt_buffer_free_aux()`: the perf core frees a buffer after the last
-    /// AUX transaction on it ended (`aux_refcount`).
-    pub(crate) fn free(buf: KBox<PaxBuf>) {
+    /// AUX transaction on it ended (`aux_refcount`). `EBUSY` if one still
+    /// holds it: the buffer is leaked.
+    pub(crate) fn free(buf: KBox<PaxBuf>) -> Result {
         if buf.pt.is_held() {
             // The kernel never does this; a buffer a CPU still traces into
             // must not be freed under it.
             crate::warn::warn("free_aux of a buffer a transaction holds; leaking it");
             core::mem::forget(buf);
+            return Err(EBUSY);
         }
+        Ok(())
     }
 }

@@ -22,9 +22,10 @@ use perfaux::soft_pt::tick::{Tick, TickFlow};
 use perfaux::soft_pt::tracer::SoftTracer;
 
 use crate::bindings;
-use crate::buffer::PaxBuf;
-use crate::perf::{AuxHandle, Event};
+use crate::perf::{aux_buffer, AuxHandle, Event};
 use crate::phys::KernelPhys;
+use crate::pmu::Pax;
+use crate::step::{StepCpu, HW_STEP};
 
 /// The address map of every CPU's tracer and driver.
 static PHYS: KernelPhys = KernelPhys;
@@ -58,6 +59,8 @@ pub(crate) struct PaxCpu {
     period_ns: i64,
     /// The driver, holding the tracer it programs.
     pmu: PtPmu<'static, KernelAux, SoftTracer<'static>, KernelPhys>,
+    /// The single-step tracer of user code (`crate::step`).
+    step: StepCpu,
 }
 
 /// The AUX transactions of the event on one CPU: the kernel's, on the
@@ -96,13 +99,12 @@ unsafe impl AuxOutput for KernelAux {
             space: span.size,
             wakeup: span.wakeup,
         };
-        // SAFETY: the buffer's aux_priv is the PaxBuf this module's
-        // setup_aux made (only this PMU's setup_aux makes the AUX area of an
-        // event of this PMU), valid until the transaction ends.
-        Ok((
-            t,
-            NonNull::from(unsafe { &(*buf.as_ptr().cast::<PaxBuf>()).pt }),
-        ))
+        // SAFETY: the buffer's aux_priv is what this PMU's setup_aux made
+        // (only it makes the AUX area of an event of this PMU), valid until
+        // the transaction ends.
+        let buf = unsafe { aux_buffer::<Pax>(buf) };
+        // SAFETY: as above.
+        Ok((t, NonNull::from(unsafe { &(*buf.as_ptr()).pt })))
     }
 
     fn flag(&self, flags: u64) {
@@ -127,6 +129,7 @@ impl PaxCpu {
             ticks: TickFlow::new(),
             timer: Opaque::new(Default::default()),
             period_ns,
+            step: StepCpu::new(),
             // INVARIANT: the output points to this object's fields, which
             // are pinned with it.
             pmu: PtPmu::with_output(
@@ -165,9 +168,14 @@ impl PaxCpu {
         self.handle.is_open()
     }
 
+    /// The single-step tracer of this CPU.
+    pub(crate) fn step(&self) -> &StepCpu {
+        &self.step
+    }
+
     /// Feeds the tracer one event, then handles the ToPA PMIs its writes
     /// raised (full-trace mode) as the hardware's PMI would, right after.
-    fn trace(&self, event: TraceEvent) {
+    pub(crate) fn trace(&self, event: TraceEvent) {
         self.pmu.hw().trace(event);
         for _ in 0..self.pmu.hw().take_pmi() {
             self.pmu.handle_pmi();
@@ -224,7 +232,8 @@ impl PaxCpu {
                 bindings::pax_instruction_pointer(regs),
             )
         };
-        if event.is_stopped() {
+        // A single-stepped event's trace is the stepper's alone.
+        if event.is_stopped() || event.hw_config() & HW_STEP != 0 {
             return;
         }
         // What the interrupt looks like in the trace: perfaux::soft_pt::tick.

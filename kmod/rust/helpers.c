@@ -8,14 +8,27 @@
  */
 #include <linux/bug.h>
 #include <linux/cpumask.h>
+#include <linux/hardirq.h>
 #include <linux/hrtimer.h>
+#include <linux/irqflags.h>
+#include <linux/module.h>
 #include <linux/percpu.h>
 #include <linux/ptrace.h>
+#include <linux/sched.h>
+#include <linux/sched/task_stack.h>
+#include <linux/signal.h>
+#include <linux/tracepoint.h>
 #include <asm/io.h>
 #include <asm/irq_regs.h>
 #include <asm/msr.h>
+#include <asm/sigframe.h>
 
 #include "perf_helper.h"
+
+void pax_module_get(struct module *module)
+{
+	__module_get(module);
+}
 
 void *pax_alloc_percpu(size_t size, size_t align)
 {
@@ -82,3 +95,85 @@ void pax_warn(const char *message, int len)
 	/* WARN(): the cut-here banner, the stack, taint W, panic_on_warn. */
 	WARN(1, "perfaux_rs: %.*s\n", len, message);
 }
+
+/* The traced task (the single-step tracer's hooks, kmod/rust/task). */
+struct task_struct *pax_current(void)
+{
+	return current;
+}
+
+struct pt_regs *pax_current_user_regs(void)
+{
+	return task_pt_regs(current);
+}
+
+bool pax_current_is_user_task(void)
+{
+	return !(current->flags & PF_KTHREAD) && current->mm;
+}
+
+bool pax_user_64bit_mode(struct pt_regs *regs)
+{
+	return user_64bit_mode(regs);
+}
+
+void pax_set_forced_tf(void)
+{
+	set_thread_flag(TIF_FORCED_TF);
+}
+
+bool pax_test_forced_tf(void)
+{
+	return test_thread_flag(TIF_FORCED_TF);
+}
+
+bool pax_test_and_clear_forced_tf(void)
+{
+	return test_and_clear_thread_flag(TIF_FORCED_TF);
+}
+
+bool pax_test_singlestep(void)
+{
+	return test_thread_flag(TIF_SINGLESTEP);
+}
+
+unsigned long pax_local_irq_save(void)
+{
+	unsigned long flags;
+
+	local_irq_save(flags);
+	return flags;
+}
+
+void pax_local_irq_restore(unsigned long flags)
+{
+	local_irq_restore(flags);
+}
+
+bool pax_in_nmi(void)
+{
+	return in_nmi();
+}
+
+bool pax_in_hardirq(void)
+{
+	return in_hardirq();
+}
+
+void pax_tracepoint_synchronize_unregister(void)
+{
+	tracepoint_synchronize_unregister();
+}
+
+/* Where a 64-bit rt_sigframe at the user stack pointer sp saves the IP. */
+unsigned long pax_rt_sigframe_ip(unsigned long sp)
+{
+	return (unsigned long)&((struct rt_sigframe __user *)sp)->uc.uc_mcontext.ip;
+}
+
+/* Whether a signal is delivered with a 64-bit frame (not ia32 or x32). */
+bool pax_ksignal_native(struct ksignal *ksig)
+{
+	return !(ksig->ka.sa.sa_flags & (SA_IA32_ABI | SA_X32_ABI));
+}
+

@@ -32,8 +32,31 @@ unsafe extern "C" {
 
 /// `module_param(name, type, 0444)` with a description: a read-only
 /// parameter named after the `static mut` it sets, parsed by
-/// `param_ops_<type>`.
+/// `param_ops_<type>`. With `ops = OPS`, `module_param_cb()`: a read-only
+/// parameter whose `get` is `OPS`'s, over the static `var`.
 macro_rules! module_param {
+    ($var:path, $name:literal, ops = $ops:expr, $desc:literal) => {
+        const _: () = {
+            #[unsafe(link_section = "__param")]
+            #[used]
+            static PARAM: $crate::params::Param =
+                $crate::params::Param($crate::bindings::kernel_param {
+                    name: concat!($name, "\0").as_ptr().cast(),
+                    mod_: (&raw const $crate::params::__this_module).cast_mut().cast(),
+                    ops: &raw const $ops,
+                    perm: 0o444,
+                    level: -1,
+                    flags: 0,
+                    __bindgen_anon_1: $crate::bindings::kernel_param__bindgen_ty_1 {
+                        arg: (&raw const $var).cast_mut().cast(),
+                    },
+                });
+            #[unsafe(link_section = ".modinfo")]
+            #[used]
+            static DESC: [u8; concat!("parm=", $name, ":", $desc, "\0").len()] =
+                $crate::params::bytes(concat!("parm=", $name, ":", $desc, "\0"));
+        };
+    };
     ($var:ident, $name:literal, $ops:ident, $type:literal, $desc:literal) => {
         const _: () = {
             #[unsafe(link_section = "__param")]
@@ -63,6 +86,43 @@ macro_rules! module_param {
     };
 }
 pub(crate) use module_param;
+
+/// The `kernel_param_ops` of a read-only counter: an `AtomicU64` shown in
+/// decimal (perfaux_pt.ko's `pax_count_get`).
+pub(crate) struct CountOps(pub(crate) bindings::kernel_param_ops);
+
+// SAFETY: read-only after it is built; the kernel only calls through it.
+unsafe impl Sync for CountOps {}
+
+/// The counters' ops.
+pub(crate) static COUNT_OPS: CountOps = CountOps(bindings::kernel_param_ops {
+    flags: 0,
+    set: None,
+    get: Some(count_get),
+    free: None,
+});
+
+/// `get` of a counter parameter.
+///
+/// # Safety
+/// Called by sysfs with a page-sized `buf` and a parameter whose `arg` is
+/// an `AtomicU64` (every user of `COUNT_OPS` is one).
+unsafe extern "C" fn count_get(
+    buf: *mut kernel::ffi::c_char,
+    kp: *const bindings::kernel_param,
+) -> kernel::ffi::c_int {
+    // SAFETY: the parameter's `arg` is a static `AtomicU64` (this
+    // function's `# Safety`).
+    let n = unsafe {
+        &*(*kp)
+            .__bindgen_anon_1
+            .arg
+            .cast::<core::sync::atomic::AtomicU64>()
+    }
+    .load(core::sync::atomic::Ordering::Relaxed);
+    // SAFETY: a page-sized buffer, and a format taking one u64.
+    unsafe { bindings::sysfs_emit(buf, c"%llu\n".as_ptr().cast(), n) }
+}
 
 /// A string's bytes as an array of its length (for `.modinfo`).
 pub(crate) const fn bytes<const N: usize>(s: &str) -> [u8; N] {

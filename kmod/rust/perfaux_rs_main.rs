@@ -7,13 +7,16 @@
 //! into the sample through `perf_output_copy()` (found with a kprobe: it
 //! is not exported), and Intel PT's sysfs attributes. The driver's state is
 //! split as Intel PT's is: per CPU ([`cpu::PaxCpu`]) and per AUX buffer
-//! ([`buffer::PaxBuf`]). Not ported: perfaux_pt.ko's single-step tracer of
-//! user code (`step_user`).
+//! ([`buffer::PaxBuf`]). With `step_user`, user-only events are traced by
+//! single-stepping the thread ([`step`]), as perfaux_pt.ko's are.
 //!
 //! Files: `perf/` (the perf abstraction layer: events, the AUX and output
 //! handles, the `PmuOps` trait, its C trampolines and the registration);
-//! the driver: `pmu.rs` (`PmuOps` for `Pax`), `cpu.rs` (one CPU's driver
-//! and ticker), `buffer.rs` (the AUX buffer); `sysfs.rs` (format/, caps/),
+//! `task/` (the traced task's layer: its user registers and thread flags,
+//! and the kernel hooks a tracer of user code needs); the driver: `pmu.rs`
+//! (`PmuOps` for `Pax`), `cpu.rs` (one CPU's driver and ticker),
+//! `buffer.rs` (the AUX buffer), `step.rs` (the single-step tracer, over
+//! `task/`); `sysfs.rs` (format/, caps/),
 //! `percpu.rs` (per-CPU memory), `phys.rs` (`virt_to_phys`), `params.rs`
 //! (module parameters), `warn.rs` (`WARN()`), `helpers.c` (the kernel
 //! inlines), `bindings.rs` (the generated bindings).
@@ -31,7 +34,9 @@ mod percpu;
 mod perf;
 mod phys;
 mod pmu;
+mod step;
 mod sysfs;
+mod task;
 mod warn;
 
 use params::module_param;
@@ -68,6 +73,36 @@ module_param!(
     "The PMU's name (default perfaux_rs; intel_pt on a machine without Intel PT)"
 );
 
+/// `step_user`: trace user-only events by single-stepping the thread.
+static mut STEP_USER: bool = false;
+module_param!(
+    STEP_USER,
+    "step_user",
+    param_ops_bool,
+    "bool",
+    "Trace the user code of user-only events (intel_pt//u) by single-stepping it (default 0: the timer tracer)"
+);
+
+module_param!(
+    step::RETIRED,
+    "retired",
+    ops = params::COUNT_OPS.0,
+    "Instructions the single-step tracer has traced (what a decoder counts)"
+);
+module_param!(
+    step::RESYNCS,
+    "resyncs",
+    ops = params::COUNT_OPS.0,
+    "Single-step traps where the trace resynchronized (an instruction lost)"
+);
+
+/// Whether the single-step tracer is on (`step_user`).
+pub(crate) fn step_user() -> bool {
+    // SAFETY: the loader wrote the parameter before init; nothing writes
+    // it after (read-only in sysfs).
+    unsafe { STEP_USER }
+}
+
 module! {
     type: PerfauxRs,
     name: "perfaux_rs",
@@ -81,6 +116,15 @@ module! {
 /// removed. Acquire/Release: the callbacks, on other CPUs, see the built
 /// PMU the store published.
 static PAX: AtomicPtr<Pax> = AtomicPtr::new(core::ptr::null_mut());
+
+/// The registered PMU, while the hotplug state and the step hooks, which
+/// find it here, exist.
+pub(crate) fn pax() -> Option<&'static Pax> {
+    // Acquire: pairs with the Release store in `init`.
+    let pax = PAX.load(Ordering::Acquire);
+    // SAFETY: set to the registration's driver while it lives (see `PAX`).
+    unsafe { pax.as_ref() }
+}
 
 /// The hotplug state's online callback, on `cpu`: its ticker starts.
 ///
@@ -113,11 +157,14 @@ unsafe extern "C" fn cpu_offline(cpu: c_uint) -> c_int {
     0
 }
 
-/// The module: the registered PMU and its hotplug state.
+/// The module: the registered PMU, its hotplug state and, with
+/// `step_user`, the single-step tracer's hooks.
 struct PerfauxRs {
     /// Taken (and so unregistered) in `drop`, before the warn hook goes.
     reg: Option<KBox<Registration<Pax>>>,
     hp_state: c_int,
+    /// Unregistered after the PMU in `drop`.
+    step_hooks: Option<KBox<task::hooks::Registration<step::Steps>>>,
 }
 
 impl kernel::Module for PerfauxRs {
@@ -134,6 +181,14 @@ impl kernel::Module for PerfauxRs {
             return Err(EINVAL);
         }
         let copy = find_output_copy()?;
+        // The step hooks before the PMU, as perfaux_pt.ko's: a thread armed
+        // with TF before its trap hook exists would die of SIGTRAP. They
+        // find the PMU through PAX once it is set.
+        let step_hooks = if step_user() {
+            Some(task::hooks::Registration::<step::Steps>::register()?)
+        } else {
+            None
+        };
         perfaux::warn::set_hook(Some(warn::hook));
         let registered =
             Pax::new(i64::from(period_us) * 1000, u64::from(psb_period)).and_then(|pax| {
@@ -187,15 +242,21 @@ impl kernel::Module for PerfauxRs {
         // param_ops_charp stored), checked non-NULL above.
         let name = unsafe { core::ffi::CStr::from_ptr(name.cast()) };
         pr_info!(
-            "registered as {}, type {}, tick {} us, PSB every {} bytes\n",
+            "registered as {}, type {}, tick {} us, PSB every {} bytes{}\n",
             name.to_str().unwrap_or("?"),
             ty,
             period_us,
-            psb_period
+            psb_period,
+            if step_user() {
+                ", user code single-stepped"
+            } else {
+                ""
+            }
         );
         Ok(PerfauxRs {
             reg: Some(reg),
             hp_state,
+            step_hooks,
         })
     }
 }
@@ -210,6 +271,10 @@ impl Drop for PerfauxRs {
         PAX.store(core::ptr::null_mut(), Ordering::Release);
         // perf_pmu_unregister(), then the per-CPU drivers drop.
         drop(self.reg.take());
+        // No event is left (each stop disarmed its thread), so no thread
+        // has TF from the stepper; the hooks go, and their running calls
+        // finish.
+        drop(self.step_hooks.take());
         perfaux::warn::set_hook(None);
         pr_info!("unregistered\n");
     }

@@ -12,6 +12,7 @@ use crate::buffer::PaxBuf;
 use crate::cpu::PaxCpu;
 use crate::percpu::PerCpu;
 use crate::perf::{eopnotsupp, Event, OutputHandle, PmuOps, HES_STOPPED};
+use crate::step;
 
 /// The driver of every CPU.
 pub(crate) struct Pax {
@@ -42,6 +43,16 @@ impl Pax {
     fn this_cpu(&self) -> &PaxCpu {
         // SAFETY: interrupts are off in the callbacks that call this (the
         // `PmuOps` contexts), so no preemption while the reference is used.
+        unsafe { self.this_cpu_irqs_off() }
+    }
+
+    /// This CPU's driver.
+    ///
+    /// # Safety
+    /// Interrupts are off until the reference is dropped.
+    pub(crate) unsafe fn this_cpu_irqs_off(&self) -> &PaxCpu {
+        // SAFETY: no preemption while the reference is used (this
+        // function's `# Safety`).
         unsafe { self.cpus.this_cpu() }
     }
 }
@@ -65,6 +76,14 @@ impl PmuOps for Pax {
             return Err(eopnotsupp());
         }
         event.set_hw_config(0);
+        if step::wanted(event) {
+            // The single-step tracer follows one thread: a CPU-wide event
+            // would step every task on the CPU, perf included.
+            if !event.attached_to_task() {
+                return Err(eopnotsupp());
+            }
+            event.set_hw_config(step::HW_STEP);
+        }
         Ok(())
     }
 
@@ -92,6 +111,10 @@ impl PmuOps for Pax {
             });
         }
         set_started(event, c);
+        // add with PERF_EF_START starts it: the core calls no start.
+        if flags & ef::START != 0 && !event.is_stopped() {
+            c.step_start(event);
+        }
         Ok(())
     }
 
@@ -115,6 +138,9 @@ impl PmuOps for Pax {
         }
         c.pmu().start(false, 0);
         set_started(event, c);
+        if !event.is_stopped() {
+            c.step_start(event);
+        }
     }
 
     /// `pt_event_stop`: with `PERF_EF_UPDATE`, ends the transaction.
@@ -123,6 +149,7 @@ impl PmuOps for Pax {
         if c.event() != event.as_ptr() {
             return;
         }
+        c.step_stop();
         c.pmu().stop(false, flags & ef::UPDATE);
         event.set_hw_state(event.hw_state() | HES_STOPPED);
     }
@@ -139,14 +166,15 @@ impl PmuOps for Pax {
     }
 
     /// `pt_buffer_free_aux`.
-    fn free_aux(buffer: KBox<PaxBuf>) {
-        PaxBuf::free(buffer);
+    fn free_aux(buffer: KBox<PaxBuf>) -> Result {
+        PaxBuf::free(buffer)
     }
 
     /// `pt_event_snapshot_aux`, from the PMI: the newest `size` trace bytes
     /// into the sample's record.
     fn snapshot_aux(&self, _event: &Event, output: &mut OutputHandle, size: u64) -> u64 {
         let c = self.this_cpu();
+        c.step_sample_point();
         match c.pmu().snapshot_aux(output, size) {
             Ok(n @ 1..) => n,
             // Nothing to copy: no transaction is open here (the AUX area is

@@ -112,6 +112,27 @@ impl Event {
         unsafe { (*self.0.get()).hw.state = state };
     }
 
+    /// `hw.config` (the PMU's own word of the event).
+    pub(crate) fn hw_config(&self) -> u64 {
+        // SAFETY: the PMU's field, read in its callbacks (the type
+        // invariant).
+        unsafe { (*self.0.get()).hw.__bindgen_anon_1.__bindgen_anon_1.config }
+    }
+
+    /// The task a per-task event follows (`hw.target`), for identity; null
+    /// for a CPU-wide event.
+    pub(crate) fn target(&self) -> *const bindings::task_struct {
+        // SAFETY: set at open, read-only after.
+        unsafe { (*self.0.get()).hw.target }
+    }
+
+    /// Whether the event is attached to a task (`PERF_ATTACH_TASK`), not
+    /// CPU-wide.
+    pub(crate) fn attached_to_task(&self) -> bool {
+        // SAFETY: set at open, before `event_init`.
+        unsafe { (*self.0.get()).attach_state & bindings::PAX_PERF_ATTACH_TASK != 0 }
+    }
+
     /// Sets `hw.config` (the PMU's own word of the event).
     pub(crate) fn set_hw_config(&self, config: u64) {
         // SAFETY: as `set_hw_state`.

@@ -28,4 +28,4 @@ mod pmu;
 
 pub(crate) use aux::{find_output_copy, AuxHandle, OutputCopy, OutputHandle};
 pub(crate) use event::{eopnotsupp, Event, HES_STOPPED};
-pub(crate) use pmu::{PmuOps, Registration};
+pub(crate) use pmu::{aux_buffer, PmuOps, Registration};

@@ -5,6 +5,7 @@
 
 use core::ffi::CStr;
 use core::marker::PhantomData;
+use core::ptr::NonNull;
 use kernel::ffi::{c_int, c_long, c_ulong, c_void};
 use kernel::prelude::*;
 use kernel::types::Opaque;
@@ -58,12 +59,41 @@ pub(crate) trait PmuOps: Sized + Send + Sync {
         overwrite: bool,
     ) -> Result<KBox<Self::AuxBuffer>>;
 
-    /// `free_aux`: the last transaction on `buffer` has ended.
-    fn free_aux(buffer: KBox<Self::AuxBuffer>);
+    /// `free_aux`: the last transaction on `buffer` has ended. An error
+    /// leaves the buffer leaked, and the module pinned with it (the
+    /// adapter's reference for the buffer stays).
+    fn free_aux(buffer: KBox<Self::AuxBuffer>) -> Result;
 
     /// `snapshot_aux`: up to `size` bytes of `event`'s AUX data into the
     /// sample's `output`; returns how many went in.
     fn snapshot_aux(&self, event: &Event, output: &mut OutputHandle, size: u64) -> u64;
+}
+
+/// What `rb->aux_priv` points to: the driver's buffer, and the module the
+/// buffer holds from `setup_aux` to `free_aux`.
+///
+/// The ring buffer frees its AUX buffer through `rb->free_aux` when its
+/// last AUX mapping goes, which can be after the event that set it up, and
+/// that event's module reference, are gone: an event whose output was set
+/// to the PMU's event maps the same ring and AUX area. Without a reference
+/// of its own, the module could be removed first, and `free_aux` would
+/// jump into freed text (kmod/guest/check.c's `rmmod-aux` fault case).
+struct AuxPriv<T: PmuOps> {
+    buffer: KBox<T::AuxBuffer>,
+    module: *mut bindings::module,
+}
+
+/// The driver's buffer of a transaction: what `perf_aux_output_begin()`
+/// returned (`rb->aux_priv`).
+///
+/// # Safety
+/// `aux_priv` is the private data of an AUX buffer that `Adapter::<T>`'s
+/// `setup_aux` made, whose transaction is open (the buffer lives until it
+/// ends and `free_aux` runs).
+pub(crate) unsafe fn aux_buffer<T: PmuOps>(aux_priv: NonNull<c_void>) -> NonNull<T::AuxBuffer> {
+    // SAFETY: an `AuxPriv<T>` the adapter boxed, alive (this function's
+    // `# Safety`).
+    NonNull::from(unsafe { &*(*aux_priv.as_ptr().cast::<AuxPriv<T>>()).buffer })
 }
 
 /// The callbacks the perf core calls, each finding the driver from the
@@ -151,13 +181,25 @@ impl<T: PmuOps> Adapter<T> {
         // SAFETY: `nr_pages` page addresses (this function's `# Safety`),
         // borrowed for the call.
         let pages = unsafe { core::slice::from_raw_parts(pages.cast::<*mut u8>(), nr) };
-        match reg.ops.setup_aux(event, pages, overwrite) {
-            Ok(buffer) => KBox::into_raw(buffer).cast(),
+        // The box first: once the driver has made its buffer, nothing fails.
+        let Ok(slot) = KBox::<AuxPriv<T>>::new_uninit(GFP_KERNEL) else {
+            pr_warn!("setup_aux of {} pages: no memory\n", nr);
+            return core::ptr::null_mut();
+        };
+        let buffer = match reg.ops.setup_aux(event, pages, overwrite) {
+            Ok(buffer) => buffer,
             Err(e) => {
                 pr_warn!("setup_aux of {} pages: {:?}\n", nr, e);
-                core::ptr::null_mut()
+                return core::ptr::null_mut();
             }
-        }
+        };
+        // SAFETY: set at registration, read-only after.
+        let module = unsafe { (*reg.pmu.get()).module };
+        // SAFETY: the module holds a reference already (the event of its
+        // PMU this callback is for holds one: perf_init_event()'s
+        // try_module_get()).
+        unsafe { bindings::pax_module_get(module) };
+        KBox::into_raw(KBox::write(slot, AuxPriv { buffer, module })).cast()
     }
 
     /// # Safety
@@ -167,7 +209,15 @@ impl<T: PmuOps> Adapter<T> {
             return;
         }
         // SAFETY: `setup_aux`'s `KBox::into_raw`, given back once.
-        T::free_aux(unsafe { KBox::from_raw(aux.cast::<T::AuxBuffer>()) });
+        let AuxPriv { buffer, module } =
+            KBox::into_inner(unsafe { KBox::from_raw(aux.cast::<AuxPriv<T>>()) });
+        if T::free_aux(buffer).is_ok() {
+            // SAFETY: the reference `setup_aux` took for this buffer. Last:
+            // no instruction of the module runs after it (LLVM makes it a
+            // tail call, which kmod/rust/test checks), so an rmmod that
+            // follows at once cannot pull the text from under it.
+            unsafe { bindings::module_put(module) };
+        }
     }
 
     /// # Safety
