@@ -25,15 +25,19 @@
  *
  * What it checks itself: every PERF_RECORD_SAMPLE in every ring parses
  * field by field to exactly its size, and its AUX data is no larger than
- * the aux_sample_size asked for; module load and unload work when no event
- * lives; our events' fds hold the module (rmmod is refused). The kernel's
- * own checks (slub_debug=FZPU poisoning, KASAN, lockdep, WARN) judge the
- * rest: the test script reads the serial log.
+ * the aux_sample_size asked for; module load and unload work when nothing
+ * is open; rmmod is refused while anything holds the module: our event
+ * (an fd, or a mapping of its ring) or any AUX area of our PMU, even one
+ * mapped through another event's fd after our event is gone (tried after
+ * every close and munmap). The kernel's own checks (slub_debug=FZPU
+ * poisoning, WARN, BUG) judge the rest: the test script reads the serial
+ * log.
  *
  * At the end it prints one line the test script reads:
- *   pmu_fuzz: seed S: N ops (R ops/s), E events opened on PMU, A AUX areas
- *   mapped, X samples with AUX data, I instructions stepped, F forks, M
- *   module reloads, C CPU hotplugs
+ *   pmu_fuzz: seed S: N ops (R ops/s), E events opened on PMU of O opens,
+ *   A AUX areas mapped, P samples, X with AUX data, I instructions stepped,
+ *   F forks, M module reloads (K refused while held, Q by an AUX area
+ *   alone), C CPU hotplugs
  * and exits 0, or 1 after a "FAIL pmu_fuzz: ..." line.
  */
 #define _GNU_SOURCE
@@ -108,7 +112,7 @@ static int ncpus;
 
 static struct {
 	unsigned long ops, opens, opens_ours, aux_maps, aux_samples, samples, forks, reloads, hotplugs;
-	unsigned long rmmod_refused;
+	unsigned long rmmod_refused, aux_only_refused;
 } count;
 
 static int failed;
@@ -255,12 +259,14 @@ static const struct layout *find_layout(uint64_t id)
 }
 
 /*
- * The sample at p (size bytes, the header included), in
- * perf_output_sample()'s order for the layout of the sampler its
- * PERF_SAMPLE_IDENTIFIER names. Returns the AUX size it carries, or -1
- * with a FAIL when the fields do not add up to its size.
+ * The sample of size bytes (the header included) whose first avail bytes
+ * are at p, in perf_output_sample()'s order for the layout of the sampler
+ * its PERF_SAMPLE_IDENTIFIER names. Every field before the AUX data is in
+ * the first avail bytes; the AUX data, last, is only counted. Returns the
+ * AUX size it carries, or -1 with a FAIL when the fields do not add up to
+ * its size.
  */
-static long parse_sample(const unsigned char *p, size_t size)
+static long parse_sample(const unsigned char *p, size_t avail, size_t size)
 {
 	size_t o = sizeof(struct perf_event_header);
 	const struct layout *m;
@@ -285,7 +291,7 @@ static long parse_sample(const unsigned char *p, size_t size)
 			goto short_;                                         \
 		o += (n);                                                    \
 	} while (0)
-#define U64() (o + 8 <= size ? (memcpy(&v, p + o, 8), o += 8, v) : (o = size + 1, 0))
+#define U64() (o + 8 <= avail ? (memcpy(&v, p + o, 8), o += 8, v) : (o = size + 1, 0))
 
 	if (t & PERF_SAMPLE_IDENTIFIER)
 		TAKE(8);
@@ -365,7 +371,12 @@ short_:
 static void drain(struct member *m)
 {
 	struct perf_event_mmap_page *pg = m->ring.base;
-	unsigned char rec[65536 + 64];
+	/*
+	 * A record's fields before its AUX data: a copy of the whole record
+	 * would be up to 64 KiB per sample, each byte a single step when the
+	 * fuzzer traces itself.
+	 */
+	unsigned char rec[8192];
 	size_t data_size;
 	uint64_t head;
 
@@ -390,10 +401,14 @@ static void drain(struct member *m)
 			m->tail = head;
 			break;
 		}
-		for (size_t i = 0; i < h.size; i++)
-			rec[i] = data[(off + i) % data_size];
 		if (h.type == PERF_RECORD_SAMPLE) {
-			long aux = parse_sample(rec, h.size);
+			size_t avail = h.size < sizeof(rec) ? h.size : sizeof(rec);
+			size_t first = avail < data_size - off ? avail : data_size - off;
+			long aux;
+
+			memcpy(rec, data + off, first);
+			memcpy(rec + first, data, avail - first);
+			aux = parse_sample(rec, avail, h.size);
 
 			count.samples++;
 			if (aux > 0)
@@ -478,8 +493,16 @@ static void set_up_like_perf(const struct draws *sub)
 	for (unsigned i = 0; i < n; i++) {
 		struct member *m = open_sampler(&sub[1 + i], 1);
 
-		if (m)
-			ioctl(m->fd, PERF_EVENT_IOC_SET_OUTPUT, l->fd);
+		if (!m || ioctl(m->fd, PERF_EVENT_IOC_SET_OUTPUT, l->fd))
+			continue;
+		/*
+		 * A second reader, one time in four: the same ring and AUX
+		 * area mapped through the sampler's fd, which can outlive the
+		 * leader's.
+		 */
+		if (i == 0 && l->ring.aux && chance(&sub[0], 4, 1, 4) &&
+		    map_ring(m, l->ring.len / PAGE) == 0)
+			map_aux(m, m->ring.len, l->ring.aux_len, PROT_READ);
 	}
 	ioctl(l->fd, PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP);
 }
@@ -689,6 +712,12 @@ static void op_mmap_ring(const struct draws *d)
 
 	if (m->fd < 0 || m->ring.base)
 		return;
+	/*
+	 * An event whose output is the leader's maps the leader's ring, if
+	 * at its size: mostly that size, then.
+	 */
+	if (m != &s.leader && s.leader.ring.base && !chance(d, 3, 1, 4))
+		pages = s.leader.ring.len / PAGE;
 	if (chance(d, 2, 1, 16))
 		pages += 1; /* not 1 + 2^n: EINVAL */
 	map_ring(m, pages);
@@ -700,11 +729,14 @@ static void op_mmap_ring(const struct draws *d)
  */
 static void op_mmap_aux(const struct draws *d)
 {
-	struct member *m = slot(chance(d, 0, 7, 8) ? 0 : pick(d, 1, SLOTS));
+	struct member *m = slot(pick(d, 0, SLOTS));
 	uint64_t offset, size = PAGE << pick(d, 2, 6);
 
 	if (m->fd < 0 || !m->ring.base || m->ring.aux)
 		return;
+	/* The leader's AUX area, mapped again through another event's fd. */
+	if (m != &s.leader && s.leader.ring.aux && !chance(d, 8, 1, 4))
+		size = s.leader.ring.aux_len;
 	offset = m->ring.len;
 	if (chance(d, 4, 1, 16))
 		offset += PAGE * (1 + pick(d, 5, 3)) - (d->w[5] & 1 ? PAGE / 2 : 0);
@@ -716,7 +748,7 @@ static void op_mmap_aux(const struct draws *d)
 /* munmap of the ring or the AUX area, whole or in part. */
 static void op_munmap(const struct draws *d)
 {
-	struct member *m = slot(pick(d, 0, SLOTS));
+	struct member *m = slot(chance(d, 3, 1, 2) ? 0 : pick(d, 0, SLOTS));
 
 	if (m->ring.aux && m->ring.aux_len > PAGE && chance(d, 2, 1, 4)) {
 		/*
@@ -874,9 +906,10 @@ static void reap(const struct draws *d, int all)
 	}
 }
 
+/* Closes an fd, the leader's half the time, unmapping its rings or not. */
 static void op_close(const struct draws *d)
 {
-	struct member *m = slot(pick(d, 0, SLOTS));
+	struct member *m = slot(chance(d, 2, 1, 2) ? 0 : pick(d, 0, SLOTS));
 
 	if (m->fd < 0)
 		return;
@@ -1002,6 +1035,9 @@ static void op_rmmod(int must_go)
 	}
 	if (held || (r && !must_go)) {
 		count.rmmod_refused += r != 0;
+		/* Our event gone, its AUX area mapped through another's fd. */
+		count.aux_only_refused += held && s.leader.fd < 0 && !s.leader.ring.base &&
+					  !s.leader.ring.aux;
 		return;
 	}
 	/* A closed event's last reference can be a moment behind its close. */
@@ -1038,6 +1074,17 @@ static unsigned long read_counter(const char *param)
 		fclose(f);
 	}
 	return v;
+}
+
+/*
+ * An operation that can end what holds the module; after it, while
+ * something still does, rmmod must be refused.
+ */
+static void refuse_rmmod_if_held(void (*op)(const struct draws *), const struct draws *d)
+{
+	op(d);
+	if (module_held())
+		op_rmmod(0);
 }
 
 static void usage(void)
@@ -1145,14 +1192,14 @@ int main(int argc, char **argv)
 		else if (op < 75)
 			reap(&d, 0);
 		else if (op < 77)
-			op_munmap(&d);
+			refuse_rmmod_if_held(op_munmap, &d);
 		else if (op < 80)
-			op_close(&d);
+			refuse_rmmod_if_held(op_close, &d);
 		else if (op < 81)
 			op_hotplug();
-		else if (op < 82)
+		else if (op < 84)
 			op_rmmod(0);
-		else if (op < 90)
+		else if (op < 91)
 			op_work(&d);
 		else
 			session_end(&d);
@@ -1170,9 +1217,9 @@ int main(int argc, char **argv)
 	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	printf("pmu_fuzz: seed %" PRIu64 ": %lu ops (%.0f ops/s), %lu events opened on %s of %lu opens, "
 	       "%lu AUX areas mapped, %lu samples, %lu with AUX data, %lu instructions stepped, "
-	       "%lu forks, %lu module reloads (%lu refused while events were open), %lu CPU hotplugs\n",
+	       "%lu forks, %lu module reloads (%lu refused while held, %lu by an AUX area alone), %lu CPU hotplugs\n",
 	       seed, count.ops, secs > 0 ? (double)count.ops / secs : 0.0, count.opens_ours, pmu_name,
 	       count.opens, count.aux_maps, count.samples, count.aux_samples, stepped, count.forks,
-	       count.reloads, count.rmmod_refused, count.hotplugs);
+	       count.reloads, count.rmmod_refused, count.aux_only_refused, count.hotplugs);
 	return failed;
 }
