@@ -17,7 +17,10 @@
  * - a kprobe on signal_setup_done(): signal delivery, after handle_signal()
  *   cleared TF: the interrupted IP saved in the frame, then the handler;
  * - the PMU's start and stop (context switches, enable, disable): the
- *   thread's saved user IP.
+ *   thread's saved user IP;
+ * - a kprobe on __perf_event_task_sched_in(): a context switch that moved
+ *   the running event to the incoming thread without a stop and a start
+ *   (pax_sched_in()).
  * The thread is marked TIF_FORCED_TF (TF set by the kernel, as ptrace's
  * enable_single_step() marks it), so that copy_process() clears TF in
  * children (user_disable_single_step()) and ptrace hides it.
@@ -109,6 +112,16 @@ static void pax_arm(struct pt_regs *regs)
 	regs->flags |= X86_EFLAGS_TF;
 }
 
+/*
+ * TF off for a thread we stepped: the current one, or one that cannot run
+ * (its user registers are saved and nobody else writes them).
+ */
+static void pax_disarm_task(struct task_struct *task)
+{
+	if (test_and_clear_tsk_thread_flag(task, TIF_FORCED_TF))
+		task_pt_regs(task)->flags &= ~X86_EFLAGS_TF;
+}
+
 static void pax_disarm(struct pt_regs *regs)
 {
 	if (test_and_clear_thread_flag(TIF_FORCED_TF))
@@ -131,13 +144,16 @@ static u64 pax_pending(struct pax_cpu *c)
 /*
  * The PMU starts the event on this CPU (pmu->start: a context switch in,
  * an enable, enable_on_exec): follow the thread from where it returns to
- * user code.
+ * user code. The thread is the one whose context holds the event
+ * (ctx->task), not necessarily the one it was opened or inherited for
+ * (hw.target): a context swap (pax_sched_in()) moves a task's events to
+ * another task of the same fork family for good.
  */
 void pax_step_start(struct pax_cpu *c, struct perf_event *event)
 {
 	struct pt_regs *regs;
 
-	if (!(event->hw.config & PAX_HW_STEP) || event->hw.target != current ||
+	if (!(event->hw.config & PAX_HW_STEP) || READ_ONCE(event->ctx->task) != current ||
 	    (current->flags & PF_KTHREAD) || !current->mm)
 		return;
 	regs = task_pt_regs(current);
@@ -170,6 +186,44 @@ void pax_step_stop(struct pax_cpu *c)
 	}
 	c->step_task = NULL;
 }
+
+/*
+ * A context switch in, on the incoming thread (__perf_event_task_sched_in(),
+ * called by finish_task_switch() before finish_task(prev): prev cannot run
+ * anywhere yet, its saved registers are ours to change; interrupts off).
+ * perf_event_context_sched_out() swaps the contexts of two threads of a fork
+ * family whose inherited events are equivalent (a parent waiting for its
+ * child on the same CPU, say): it sets ctx->task to the incoming thread and
+ * leaves the events running, no ->del, no ->add. Intel PT traces whatever
+ * runs; the stepper follows the event too: it stops the outgoing thread
+ * where it entered the kernel and takes up the incoming one where it
+ * returns to user code, as a stop and a start would.
+ */
+static int pax_sched_in(struct kprobe *p, struct pt_regs *kregs)
+{
+	struct task_struct *prev = (struct task_struct *)kregs->di;
+	struct pax_cpu *c = this_cpu_ptr(&pax_cpu);
+	struct perf_event *event = c->event;
+
+	if (!event || !(event->hw.config & PAX_HW_STEP) || (event->hw.state & PERF_HES_STOPPED) ||
+	    c->step_task == current || READ_ONCE(event->ctx->task) != current)
+		return 0;
+	if (c->step_task == prev) {
+		pax_step_done(c, perfaux_step_stop(&c->step, &c->pt, task_pt_regs(prev)->ip));
+		pax_disarm_task(prev);
+		c->step_task = NULL;
+	} else {
+		/* Not the thread switched out here (cannot happen): its trap disarms it. */
+		pax_step_stop(c);
+	}
+	pax_step_start(c, event);
+	return 0;
+}
+
+static struct kprobe pax_sched_in_kp = {
+	.symbol_name = "__perf_event_task_sched_in",
+	.pre_handler = pax_sched_in,
+};
 
 /*
  * A sample's snapshot is being taken: if it interrupted the stepped thread
@@ -346,12 +400,19 @@ int pax_step_init(void)
 		pr_err("perfaux_pt: kprobe on signal_setup_done: %d\n", r);
 		goto fail_tp;
 	}
+	r = register_kprobe(&pax_sched_in_kp);
+	if (r) {
+		pr_err("perfaux_pt: kprobe on __perf_event_task_sched_in: %d\n", r);
+		goto fail_kp;
+	}
 	r = register_die_notifier(&pax_debug_nb);
 	if (r) {
 		pr_err("perfaux_pt: register_die_notifier: %d\n", r);
-		goto fail_kp;
+		goto fail_sched_kp;
 	}
 	return 0;
+fail_sched_kp:
+	unregister_kprobe(&pax_sched_in_kp);
 fail_kp:
 	unregister_kprobe(&pax_signal_kp);
 fail_tp:
@@ -369,6 +430,7 @@ void pax_step_exit(void)
 	if (!step_user)
 		return;
 	unregister_die_notifier(&pax_debug_nb);
+	unregister_kprobe(&pax_sched_in_kp);
 	unregister_kprobe(&pax_signal_kp);
 	tracepoint_probe_unregister(pax_sys_exit_tp, pax_sys_exit, NULL);
 	tracepoint_synchronize_unregister();

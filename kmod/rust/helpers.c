@@ -132,6 +132,17 @@ bool pax_test_and_clear_forced_tf(void)
 	return test_and_clear_thread_flag(TIF_FORCED_TF);
 }
 
+/* A task that cannot run: a context switch's outgoing task (task/hooks.rs). */
+struct pt_regs *pax_task_user_regs(struct task_struct *task)
+{
+	return task_pt_regs(task);
+}
+
+bool pax_task_test_and_clear_forced_tf(struct task_struct *task)
+{
+	return test_and_clear_tsk_thread_flag(task, TIF_FORCED_TF);
+}
+
 bool pax_test_singlestep(void)
 {
 	return test_thread_flag(TIF_SINGLESTEP);

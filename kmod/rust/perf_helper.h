@@ -51,6 +51,8 @@ bool pax_user_64bit_mode(struct pt_regs *regs);
 void pax_set_forced_tf(void);
 bool pax_test_forced_tf(void);
 bool pax_test_and_clear_forced_tf(void);
+struct pt_regs *pax_task_user_regs(struct task_struct *task);
+bool pax_task_test_and_clear_forced_tf(struct task_struct *task);
 bool pax_test_singlestep(void);
 unsigned long pax_local_irq_save(void);
 void pax_local_irq_restore(unsigned long flags);

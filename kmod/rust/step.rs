@@ -10,8 +10,10 @@
 //!
 //! Where the kernel sends the thread back to user code, and the changes it
 //! makes to EFLAGS on the way, come from the hooks of `crate::task::hooks`
-//! (the system-call exit, signal delivery) and from the PMU's start and
-//! stop (context switches, enable, disable): the thread's saved user IP.
+//! (the system-call exit, signal delivery, the context switch in: a
+//! context swap moves the running event to the incoming thread) and from
+//! the PMU's start and stop (context switches, enable, disable): the
+//! thread's saved user IP.
 //!
 //! Every stepper call runs with interrupts off on the stepper's CPU and
 //! never from NMI: the stepper is per CPU, for the one thread that CPU's
@@ -31,7 +33,7 @@ use crate::bindings;
 use crate::cpu::PaxCpu;
 use crate::perf::Event;
 use crate::task::hooks::UserHooks;
-use crate::task::{current, read_user, UserRegs};
+use crate::task::{current, read_user, OutgoingTask, UserRegs};
 
 /// `hw.config` of an event whose user code is single-stepped.
 pub(crate) const HW_STEP: u64 = 1;
@@ -115,10 +117,13 @@ impl PaxCpu {
 
     /// The PMU starts `event` here (a context switch in, an enable,
     /// `enable_on_exec`): follow the thread from where it returns to user
-    /// code.
+    /// code. The thread is the one whose context holds the event
+    /// ([`Event::ctx_task`]), not necessarily the one it was opened or
+    /// inherited for: a context swap ([`Self::step_follow`]) moves a task's
+    /// events to another task of its fork family for good.
     pub(crate) fn step_start(&self, event: &Event) {
         if event.hw_config() & HW_STEP == 0
-            || event.target() != current::task()
+            || event.ctx_task() != current::task()
             || !current::is_user_task()
         {
             return;
@@ -157,6 +162,45 @@ impl PaxCpu {
             }
         }
         self.step().task.store(core::ptr::null_mut());
+    }
+
+    /// A context switch in, in place of `prev`. The perf core swaps the
+    /// contexts of two threads of a fork family whose inherited events are
+    /// equivalent (a parent waiting for its child on the same CPU, say):
+    /// `perf_event_context_sched_out()` sets `ctx->task` to the incoming
+    /// thread and leaves the events running, no `del`, no `add`. Intel PT
+    /// traces whatever runs; the stepper follows the event too: it stops
+    /// the outgoing thread where it entered the kernel and takes up the
+    /// incoming one where it returns to user code, as a stop and a start
+    /// would.
+    fn step_follow(&self, prev: &OutgoingTask<'_>) {
+        let event = self.event();
+        if event.is_null() {
+            return;
+        }
+        // SAFETY: the event added here, alive until `del`, which runs with
+        // interrupts off on this CPU and so not during this call.
+        let event = unsafe { Event::from_raw(event) };
+        let task = self.step().task.load().cast_const();
+        if event.hw_config() & HW_STEP == 0
+            || event.is_stopped()
+            || task == current::task()
+            || event.ctx_task() != current::task()
+        {
+            return;
+        }
+        match prev.user_regs() {
+            Some(regs) if task == prev.task() => {
+                let mut out = self.out();
+                self.step().with(|s| s.stop(regs.ip(), &mut out));
+                prev.disarm();
+                self.step().task.store(core::ptr::null_mut());
+            }
+            // Not the thread switched out here (cannot happen): its next
+            // trap disarms it.
+            _ => self.step_stop(),
+        }
+        self.step_start(event);
     }
 
     /// A sample's snapshot is being taken: if it interrupted the stepped
@@ -261,5 +305,11 @@ impl UserHooks for Steps {
             .with(|s| s.leave(Entry::Interrupted(saved), &mut out));
         c.step().with(|s| s.resume_at(regs.ip()));
         current::arm(regs);
+    }
+
+    fn switched_in(prev: &OutgoingTask<'_>) {
+        if let Some(c) = this_cpu() {
+            c.step_follow(prev);
+        }
     }
 }

@@ -119,11 +119,18 @@ impl Event {
         unsafe { (*self.0.get()).hw.__bindgen_anon_1.__bindgen_anon_1.config }
     }
 
-    /// The task a per-task event follows (`hw.target`), for identity; null
-    /// for a CPU-wide event.
-    pub(crate) fn target(&self) -> *const bindings::task_struct {
-        // SAFETY: set at open, read-only after.
-        unsafe { (*self.0.get()).hw.target }
+    /// The task whose context holds the event (`ctx->task`), for
+    /// identity: the one it was opened or inherited for, or another of its
+    /// fork family once the perf core swapped their contexts at a context
+    /// switch (`perf_event_context_sched_out()`, which leaves the event
+    /// running); null for a CPU-wide event, `TASK_TOMBSTONE` once the task
+    /// exited.
+    pub(crate) fn ctx_task(&self) -> *const bindings::task_struct {
+        // SAFETY: an event keeps its context while the PMU sees it (the
+        // type invariant). The perf core writes `ctx->task` with
+        // WRITE_ONCE() under `ctx->lock`; a volatile read of the aligned
+        // word is READ_ONCE(), whole.
+        unsafe { core::ptr::read_volatile(&raw const (*(*self.0.get()).ctx).task).cast_const() }
     }
 
     /// Whether the event is attached to a task (`PERF_ATTACH_TASK`), not

@@ -11,7 +11,13 @@
 //!   where `execve()` starts the new program;
 //! - signal delivery: a kprobe on `signal_setup_done()`, after
 //!   `handle_signal()` saved the interrupted state in the 64-bit frame at
-//!   the user stack pointer, pointed the IP at the handler and cleared TF.
+//!   the user stack pointer, pointed the IP at the handler and cleared TF;
+//! - the context switch in: a kprobe on `__perf_event_task_sched_in()`,
+//!   which `finish_task_switch()` calls on the incoming task before
+//!   `finish_task()` lets the outgoing one run again (only while perf has
+//!   task events: `perf_sched_events`), the point where a tracer learns
+//!   that the perf core moved a running event from one task to the other
+//!   without stopping it (a context swap, `perf_event_context_sched_out()`).
 //!
 //! Every hook runs with interrupts off on the task's CPU, never from NMI.
 
@@ -20,11 +26,11 @@ use kernel::ffi::{c_int, c_long, c_ulong, c_void};
 use kernel::prelude::*;
 use kernel::types::Opaque;
 
-use super::{current, read_user, IrqsOff, UserRegs};
+use super::{current, read_user, IrqsOff, OutgoingTask, UserRegs};
 use crate::bindings;
 
 /// What a tracer of user code does at each hook; see the module
-/// documentation for when each runs. Interrupts are off in all three.
+/// documentation for when each runs. Interrupts are off in all four.
 pub(crate) trait UserHooks: 'static {
     /// A single-step trap of the tracer's TF in user code: the current
     /// task's instruction before `regs.ip()` ran. The tracer keeps TF in
@@ -39,20 +45,27 @@ pub(crate) trait UserHooks: 'static {
     /// user frame, 64-bit) points at the handler; `interrupted` is the IP
     /// the frame saved, if it can be read.
     fn signal_delivered(regs: UserRegs, interrupted: Option<u64>);
+
+    /// The current task was just switched in on this CPU in place of
+    /// `prev`, which cannot run until the hook returns.
+    fn switched_in(prev: &OutgoingTask<'_>);
 }
 
-/// The three hooks of `T`, registered.
+/// The four hooks of `T`, registered.
 ///
 /// # Invariants
-/// Boxed (it never moves) while registered; `notifier`, `kprobe` and the
-/// probe on `sys_exit` (`tracepoint`, non-null) are registered exactly
-/// when their `*_on` field says so, and `drop` unregisters them.
+/// Boxed (it never moves) while registered; `notifier`, `kprobe`,
+/// `sched_in` and the probe on `sys_exit` (`tracepoint`, non-null) are
+/// registered exactly when their `*_on` field says so, and `drop`
+/// unregisters them.
 pub(crate) struct Registration<T: UserHooks> {
     notifier: Opaque<bindings::notifier_block>,
     kprobe: Opaque<bindings::kprobe>,
+    sched_in: Opaque<bindings::kprobe>,
     tracepoint: *mut bindings::tracepoint,
     notifier_on: bool,
     kprobe_on: bool,
+    sched_in_on: bool,
     tracepoint_on: bool,
     _hooks: PhantomData<T>,
 }
@@ -64,7 +77,7 @@ unsafe impl<T: UserHooks> Send for Registration<T> {}
 unsafe impl<T: UserHooks> Sync for Registration<T> {}
 
 impl<T: UserHooks> Registration<T> {
-    /// Registers the three hooks, or none (the error of the first that
+    /// Registers the four hooks, or none (the error of the first that
     /// failed; `ENOENT` without the `sys_exit` tracepoint, which needs
     /// `CONFIG_FTRACE_SYSCALLS`).
     pub(crate) fn register() -> Result<KBox<Self>> {
@@ -79,9 +92,15 @@ impl<T: UserHooks> Registration<T> {
                     pre_handler: Some(on_signal_setup_done::<T>),
                     ..Default::default()
                 }),
+                sched_in: Opaque::new(bindings::kprobe {
+                    symbol_name: c"__perf_event_task_sched_in".as_ptr().cast(),
+                    pre_handler: Some(on_sched_in::<T>),
+                    ..Default::default()
+                }),
                 tracepoint: core::ptr::null_mut(),
                 notifier_on: false,
                 kprobe_on: false,
+                sched_in_on: false,
                 tracepoint_on: false,
                 _hooks: PhantomData,
             },
@@ -121,6 +140,13 @@ impl<T: UserHooks> Registration<T> {
             return Err(Error::from_errno(r));
         }
         reg.kprobe_on = true;
+        // SAFETY: as the kprobe above.
+        let r = unsafe { bindings::register_kprobe(reg.sched_in.get()) };
+        if r != 0 {
+            pr_err!("kprobe on __perf_event_task_sched_in: {}\n", r);
+            return Err(Error::from_errno(r));
+        }
+        reg.sched_in_on = true;
         // SAFETY: a notifier block, boxed until unregistered.
         let r = unsafe { bindings::register_die_notifier(reg.notifier.get()) };
         if r != 0 {
@@ -139,6 +165,9 @@ impl<T: UserHooks> Drop for Registration<T> {
         unsafe {
             if self.notifier_on {
                 bindings::unregister_die_notifier(self.notifier.get());
+            }
+            if self.sched_in_on {
+                bindings::unregister_kprobe(self.sched_in.get());
             }
             if self.kprobe_on {
                 bindings::unregister_kprobe(self.kprobe.get());
@@ -256,5 +285,28 @@ unsafe extern "C" fn on_signal_setup_done<T: UserHooks>(
     let mut saved = [0u8; 8];
     let interrupted = read_user(at as u64, &mut saved).then(|| u64::from_ne_bytes(saved));
     T::signal_delivered(regs, interrupted);
+    0
+}
+
+/// The kprobe on `__perf_event_task_sched_in(struct task_struct *prev,
+/// struct task_struct *task)`.
+///
+/// # Safety
+/// Called by the kprobe at the function's entry: `kregs` holds its
+/// arguments (`di`, `si`), from `finish_task_switch()` on the incoming
+/// task, interrupts off, before `finish_task(prev)`.
+unsafe extern "C" fn on_sched_in<T: UserHooks>(
+    _p: *mut bindings::kprobe,
+    kregs: *mut bindings::pt_regs,
+) -> c_int {
+    // SAFETY: the probed call's `prev`, switched out on this CPU and held
+    // off it until `finish_task()` (this function's `# Safety`); the value
+    // lives for this call only.
+    let prev = unsafe { OutgoingTask::from_raw((*kregs).di as *mut bindings::task_struct) };
+    // Off already (the runqueue lock); kept off whatever the caller.
+    let _irqs = IrqsOff::new();
+    if let Some(prev) = prev {
+        T::switched_in(&prev);
+    }
     0
 }

@@ -8,10 +8,13 @@
 //!   the trap flag the tracer arms;
 //! - [`current`]: the running task, its user registers and the thread
 //!   flags single-stepping uses (`TIF_FORCED_TF`, `TIF_SINGLESTEP`);
+//! - [`OutgoingTask`]: the task a context switch just took off the CPU,
+//!   which cannot run until the switch completes;
 //! - [`IrqsOff`]: `local_irq_save()` as a guard;
 //! - [`read_user`], which is `copy_from_user_nofault()`;
 //! - [`hooks`]: the kernel entries and exits a tracer of user code hooks
-//!   (the debug trap, the system-call exit, signal delivery), registered
+//!   (the debug trap, the system-call exit, signal delivery, the context
+//!   switch in), registered
 //!   for a [`hooks::UserHooks`] implementation.
 //!
 //! What a newer kernel's `rust/kernel` covers of it: `kernel::task` (the
@@ -20,6 +23,7 @@
 
 pub(crate) mod hooks;
 
+use core::marker::PhantomData;
 use core::ptr::NonNull;
 
 use crate::bindings;
@@ -33,7 +37,8 @@ const X86_EFLAGS_TF: u64 = bindings::PAX_X86_EFLAGS_TF as u64;
 /// # Invariants
 /// Points to a `struct pt_regs` that lives at least as long as this value
 /// and that only the current task (in the kernel, on its own frame) reads
-/// and writes meanwhile.
+/// and writes meanwhile, or, the frame of a task that cannot run
+/// ([`OutgoingTask`]), only the holder of that task.
 #[derive(Clone, Copy)]
 pub(crate) struct UserRegs(NonNull<bindings::pt_regs>);
 
@@ -80,7 +85,7 @@ impl UserRegs {
 
     /// Sets or clears EFLAGS.TF in the frame.
     pub(crate) fn set_trap_flag(self, on: bool) {
-        // SAFETY: a live frame only the current task writes (the type
+        // SAFETY: a live frame nobody else writes meanwhile (the type
         // invariant).
         unsafe {
             let flags = &mut (*self.0.as_ptr()).flags;
@@ -159,6 +164,53 @@ pub(crate) mod current {
         // it runs, used before it returns.
         let regs = unsafe { UserRegs::from_raw(bindings::pax_get_irq_regs()) }?;
         regs.user_mode().then(|| regs.ip())
+    }
+}
+
+/// The task a context switch just took off this CPU, as the switch-in hook
+/// ([`hooks::UserHooks::switched_in`]) is handed it.
+///
+/// # Invariants
+/// Points to a task that is not running and cannot be run anywhere while
+/// the value lives: `finish_task_switch()` has not yet cleared its
+/// `on_cpu` (`finish_task()`), which `try_to_wake_up()` and migration wait
+/// for. So its saved user frame and thread flags change under nobody else.
+pub(crate) struct OutgoingTask<'a>(NonNull<bindings::task_struct>, PhantomData<&'a ()>);
+
+impl OutgoingTask<'_> {
+    /// The task at `task`.
+    ///
+    /// # Safety
+    /// `task` is the task a context switch on this CPU just switched out,
+    /// before `finish_task()`, and the value does not outlive that.
+    pub(crate) unsafe fn from_raw<'a>(
+        task: *mut bindings::task_struct,
+    ) -> Option<OutgoingTask<'a>> {
+        // INVARIANT: the caller's task (this function's `# Safety`).
+        NonNull::new(task).map(|t| OutgoingTask(t, PhantomData))
+    }
+
+    /// The C pointer, for identity.
+    pub(crate) fn task(&self) -> *const bindings::task_struct {
+        self.0.as_ptr()
+    }
+
+    /// Its saved user registers (`task_pt_regs()`).
+    pub(crate) fn user_regs(&self) -> Option<UserRegs> {
+        // SAFETY: the frame at the top of the task's stack, which lives as
+        // long as the task; nobody else writes it while the task cannot
+        // run (the type invariant).
+        unsafe { UserRegs::from_raw(bindings::pax_task_user_regs(self.0.as_ptr())) }
+    }
+
+    /// Disarms what [`current::arm`] set on it, if it did.
+    pub(crate) fn disarm(&self) {
+        // SAFETY: clears a flag of a live task (the type invariant).
+        if unsafe { bindings::pax_task_test_and_clear_forced_tf(self.0.as_ptr()) } {
+            if let Some(regs) = self.user_regs() {
+                regs.set_trap_flag(false);
+            }
+        }
     }
 }
 
