@@ -39,6 +39,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sysfs.h"
+
 #define PAGE 4096
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define DATA_PAGES 256
@@ -74,18 +76,7 @@ static const char *name_from_env(const char *var)
 
 static int pmu_type(void)
 {
-	char path[256];
-	FILE *f;
-	int t = -1;
-
-	snprintf(path, sizeof(path), "/sys/bus/event_source/devices/%s/type", name_from_env("PERFAUX_PMU"));
-	f = fopen(path, "r");
-	if (f) {
-		if (fscanf(f, "%d", &t) != 1)
-			t = -1;
-		fclose(f);
-	}
-	return t;
+	return pmu_type_of(name_from_env("PERFAUX_PMU"));
 }
 
 /* ---- a minimal Intel PT packet decoder ---- */
@@ -1198,21 +1189,6 @@ static void fault_rmmod_aux(int type, int unused)
 	if (removed == 0)
 		return;
 	pass_after(type, name, "refused until the AUX area's last mapping went");
-}
-
-static int cpu_online(int cpu, int on)
-{
-	char path[64];
-	FILE *f;
-	int r;
-
-	snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/online", cpu);
-	f = fopen(path, "w");
-	if (!f)
-		return -1;
-	r = fprintf(f, "%d\n", on) < 0;
-	r |= fclose(f) != 0;
-	return r ? -1 : 0;
 }
 
 static void fault_hotplug(int type, int unused)

@@ -59,6 +59,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sysfs.h"
+
 #define PAGE 4096ul
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define MAX_SAMPLERS 4
@@ -936,21 +938,6 @@ static void session_end(const struct draws *d)
 	session_reset();
 }
 
-static int cpu_online(int cpu, int on)
-{
-	char path[96];
-	FILE *f;
-	int r;
-
-	snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/online", cpu);
-	f = fopen(path, "w");
-	if (!f)
-		return -1;
-	r = fprintf(f, "%d", on) < 0;
-	r |= fclose(f) != 0;
-	return r ? -1 : 0;
-}
-
 /*
  * CPU 1 offline and online, never under a live per-CPU session: closing a
  * per-CPU group's events after their CPU went offline and came back
@@ -968,22 +955,6 @@ static void op_hotplug(void)
 		count.hotplugs++;
 	if (cpu_online(1, 1))
 		FAIL("cpu 1 did not come back online: %s", strerror(errno));
-}
-
-static int find_pmu_type(void)
-{
-	char path[256];
-	FILE *f;
-	int t = -1;
-
-	snprintf(path, sizeof(path), "/sys/bus/event_source/devices/%s/type", pmu_name);
-	f = fopen(path, "r");
-	if (f) {
-		if (fscanf(f, "%d", &t) != 1)
-			t = -1;
-		fclose(f);
-	}
-	return t;
 }
 
 static int load_module(void)
@@ -1063,7 +1034,7 @@ static void op_rmmod(int must_go)
 		return;
 	}
 	count.reloads++;
-	pmu_type = find_pmu_type();
+	pmu_type = pmu_type_of(pmu_name);
 	if (pmu_type < 0)
 		FAIL("%s is not back after insmod", pmu_name);
 }
@@ -1148,7 +1119,7 @@ int main(int argc, char **argv)
 	snprintf(module_name, sizeof(module_name), "%s", base ? base + 1 : module_path);
 	if (strlen(module_name) > 3 && !strcmp(module_name + strlen(module_name) - 3, ".ko"))
 		module_name[strlen(module_name) - 3] = 0;
-	pmu_type = find_pmu_type();
+	pmu_type = pmu_type_of(pmu_name);
 	if (pmu_type < 0) {
 		printf("FAIL pmu_fuzz: no PMU %s\n", pmu_name);
 		return 1;

@@ -37,55 +37,55 @@ unsafe extern "C" {
 macro_rules! module_param {
     ($var:path, $name:literal, ops = $ops:expr, $desc:literal) => {
         const _: () = {
-            #[unsafe(link_section = "__param")]
-            #[used]
-            static PARAM: $crate::params::Param =
-                $crate::params::Param($crate::bindings::kernel_param {
-                    name: concat!($name, "\0").as_ptr().cast(),
-                    mod_: (&raw const $crate::params::__this_module).cast_mut().cast(),
-                    ops: &raw const $ops,
-                    perm: 0o444,
-                    level: -1,
-                    flags: 0,
-                    __bindgen_anon_1: $crate::bindings::kernel_param__bindgen_ty_1 {
-                        arg: (&raw const $var).cast_mut().cast(),
-                    },
-                });
-            #[unsafe(link_section = ".modinfo")]
-            #[used]
-            static DESC: [u8; concat!("parm=", $name, ":", $desc, "\0").len()] =
-                $crate::params::bytes(concat!("parm=", $name, ":", $desc, "\0"));
+            $crate::params::param_entry!(
+                $name,
+                &raw const $ops,
+                (&raw const $var).cast_mut().cast(),
+                $desc
+            );
         };
     };
     ($var:ident, $name:literal, $ops:ident, $type:literal, $desc:literal) => {
         const _: () = {
-            #[unsafe(link_section = "__param")]
-            #[used]
-            static PARAM: $crate::params::Param =
-                $crate::params::Param($crate::bindings::kernel_param {
-                    name: concat!($name, "\0").as_ptr().cast(),
-                    mod_: (&raw const $crate::params::__this_module).cast_mut().cast(),
-                    ops: &raw const $crate::bindings::$ops,
-                    perm: 0o444,
-                    level: -1,
-                    flags: 0,
-                    __bindgen_anon_1: $crate::bindings::kernel_param__bindgen_ty_1 {
-                        // SAFETY: only the address is taken.
-                        arg: (&raw mut $var).cast(),
-                    },
-                });
+            $crate::params::param_entry!(
+                $name,
+                &raw const $crate::bindings::$ops,
+                // SAFETY: only the address is taken.
+                (&raw mut $var).cast(),
+                $desc
+            );
             #[unsafe(link_section = ".modinfo")]
             #[used]
             static TYPE: [u8; concat!("parmtype=", $name, ":", $type, "\0").len()] =
                 $crate::params::bytes(concat!("parmtype=", $name, ":", $type, "\0"));
-            #[unsafe(link_section = ".modinfo")]
-            #[used]
-            static DESC: [u8; concat!("parm=", $name, ":", $desc, "\0").len()] =
-                $crate::params::bytes(concat!("parm=", $name, ":", $desc, "\0"));
         };
     };
 }
 pub(crate) use module_param;
+
+/// [`module_param!`]'s two forms in common: the read-only `__param` entry
+/// (`ops` over `arg`) and the description in `.modinfo`.
+macro_rules! param_entry {
+    ($name:literal, $ops:expr, $arg:expr, $desc:literal) => {
+        #[unsafe(link_section = "__param")]
+        #[used]
+        static PARAM: $crate::params::Param =
+            $crate::params::Param($crate::bindings::kernel_param {
+                name: concat!($name, "\0").as_ptr().cast(),
+                mod_: (&raw const $crate::params::__this_module).cast_mut().cast(),
+                ops: $ops,
+                perm: 0o444,
+                level: -1,
+                flags: 0,
+                __bindgen_anon_1: $crate::bindings::kernel_param__bindgen_ty_1 { arg: $arg },
+            });
+        #[unsafe(link_section = ".modinfo")]
+        #[used]
+        static DESC: [u8; concat!("parm=", $name, ":", $desc, "\0").len()] =
+            $crate::params::bytes(concat!("parm=", $name, ":", $desc, "\0"));
+    };
+}
+pub(crate) use param_entry;
 
 /// The `kernel_param_ops` of a read-only counter: an `AtomicU64` shown in
 /// decimal (perfaux_pt.ko's `pax_count_get`).
