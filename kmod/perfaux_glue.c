@@ -201,15 +201,13 @@ static int pax_event_init(struct perf_event *event)
 	if (has_branch_stack(event))
 		return -EOPNOTSUPP;
 	event->hw.config = 0;
-	if (pax_step_wanted(event)) {
-		/*
-		 * The single-step tracer follows one thread: a CPU-wide event
-		 * would step every task on the CPU, perf included.
-		 */
-		if (!(event->attach_state & PERF_ATTACH_TASK))
-			return -EOPNOTSUPP;
+	/*
+	 * Per task, the single-step tracer follows the event's thread; CPU
+	 * wide, every user thread while it runs on the CPU, perf included, as
+	 * Intel PT does.
+	 */
+	if (pax_step_wanted(event))
 		event->hw.config = PAX_HW_STEP;
-	}
 	return 0;
 }
 

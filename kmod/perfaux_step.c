@@ -7,10 +7,12 @@
  * the instruction classifier and the per-thread state) writes the Intel PT
  * packets hardware would: TNT for Jcc, TIP for RET and indirect branches,
  * TIP.PGD at a system call, FUP + TIP.PGD where an interrupt stops it,
- * TSC + TIP.PGE where the kernel returns it to user code.
+ * TSC + TIP.PGE where the kernel returns it to user code. A per-task event
+ * steps its thread; a CPU-wide one every user thread while it runs on the
+ * event's CPU, as Intel PT traces whatever runs.
  *
  * Where the kernel sends the thread back to user code, and the changes it
- * makes to EFLAGS on the way, come from three hooks:
+ * makes to EFLAGS on the way, come from these hooks:
  * - the sys_exit tracepoint: every system call's return address (execve's
  *   new entry point, rt_sigreturn's interrupted IP, a restart's system
  *   call), and TF again (execve's start_thread() clears it);
@@ -20,7 +22,9 @@
  *   thread's saved user IP;
  * - a kprobe on __perf_event_task_sched_in(): a context switch that moved
  *   the running event to the incoming thread without a stop and a start
- *   (pax_sched_in()).
+ *   (pax_sched_in());
+ * - the sched_switch tracepoint: for a CPU-wide event, the thread leaving
+ *   the CPU and the one coming in (pax_sched_switch()).
  * The thread is marked TIF_FORCED_TF (TF set by the kernel, as ptrace's
  * enable_single_step() marks it), so that copy_process() clears TF in
  * children (user_disable_single_step()) and ptrace hides it.
@@ -149,24 +153,42 @@ static u64 pax_pending(struct pax_cpu *c)
  * (hw.target): a context swap (pax_sched_in()) moves a task's events to
  * another task of the same fork family for good.
  */
-void pax_step_start(struct pax_cpu *c, struct perf_event *event)
+/*
+ * Follow task from where it returns to user code: the current thread, or
+ * one that cannot run (the incoming thread of a context switch).
+ */
+static void pax_step_follow(struct pax_cpu *c, struct task_struct *task)
 {
 	struct pt_regs *regs;
 
-	if (!(event->hw.config & PAX_HW_STEP) || READ_ONCE(event->ctx->task) != current ||
-	    (current->flags & PF_KTHREAD) || !current->mm)
+	if ((task->flags & PF_KTHREAD) || !task->mm)
 		return;
-	regs = task_pt_regs(current);
+	regs = task_pt_regs(task);
 	/* A debugger single-steps it, or it is not 64-bit code. */
-	if (test_thread_flag(TIF_SINGLESTEP) || !user_64bit_mode(regs))
+	if (test_tsk_thread_flag(task, TIF_SINGLESTEP) || !user_64bit_mode(regs))
 		return;
 	/*
 	 * In a system call, regs->ip is its return address, which the
 	 * system-call exit may still change: it reports the real one.
 	 */
 	perfaux_step_resume(&c->step, regs->ip);
-	c->step_task = current;
-	pax_arm(regs);
+	c->step_task = task;
+	set_tsk_thread_flag(task, TIF_FORCED_TF);
+	regs->flags |= X86_EFLAGS_TF;
+}
+
+/* A CPU-wide event: it traces whichever user thread runs on its CPU. */
+static bool pax_cpu_wide(struct perf_event *event)
+{
+	return !(event->attach_state & PERF_ATTACH_TASK);
+}
+
+void pax_step_start(struct pax_cpu *c, struct perf_event *event)
+{
+	if (!(event->hw.config & PAX_HW_STEP) ||
+	    (!pax_cpu_wide(event) && READ_ONCE(event->ctx->task) != current))
+		return;
+	pax_step_follow(c, current);
 }
 
 /* The PMU stops the event on this CPU: the thread leaves the trace here. */
@@ -218,6 +240,28 @@ static int pax_sched_in(struct kprobe *p, struct pt_regs *kregs)
 	}
 	pax_step_start(c, event);
 	return 0;
+}
+
+/*
+ * A context switch (__schedule(), before context_switch(): prev is still
+ * current; next is this CPU's pick and cannot run anywhere else, interrupts
+ * off). A CPU-wide event traces every user thread while it runs on its
+ * CPU, as Intel PT does: the outgoing thread leaves the trace where it
+ * entered the kernel, the incoming one joins where it returns to user code.
+ * Per-task events need nothing here: the perf core stops and starts them
+ * (or swaps their contexts, pax_sched_in()).
+ */
+static void pax_sched_switch(void *data, bool preempt, struct task_struct *prev,
+			     struct task_struct *next, unsigned int prev_state)
+{
+	struct pax_cpu *c = this_cpu_ptr(&pax_cpu);
+	struct perf_event *event = c->event;
+
+	if (!event || !(event->hw.config & PAX_HW_STEP) || !pax_cpu_wide(event) ||
+	    (event->hw.state & PERF_HES_STOPPED))
+		return;
+	pax_step_stop(c);
+	pax_step_follow(c, next);
 }
 
 static struct kprobe pax_sched_in_kp = {
@@ -359,12 +403,14 @@ static struct kprobe pax_signal_kp = {
 	.pre_handler = pax_signal_delivered,
 };
 
-static struct tracepoint *pax_sys_exit_tp;
+static struct tracepoint *pax_sys_exit_tp, *pax_sched_switch_tp;
 
-static void pax_find_sys_exit(struct tracepoint *tp, void *priv)
+static void pax_find_tracepoints(struct tracepoint *tp, void *priv)
 {
 	if (!strcmp(tp->name, "sys_exit"))
 		pax_sys_exit_tp = tp;
+	else if (!strcmp(tp->name, "sched_switch"))
+		pax_sched_switch_tp = tp;
 }
 
 int pax_step_cpu_init(struct pax_cpu *c)
@@ -385,9 +431,9 @@ int pax_step_init(void)
 
 	if (!step_user)
 		return 0;
-	for_each_kernel_tracepoint(pax_find_sys_exit, NULL);
-	if (!pax_sys_exit_tp) {
-		pr_err("perfaux_pt: step_user needs the sys_exit tracepoint (CONFIG_FTRACE_SYSCALLS)\n");
+	for_each_kernel_tracepoint(pax_find_tracepoints, NULL);
+	if (!pax_sys_exit_tp || !pax_sched_switch_tp) {
+		pr_err("perfaux_pt: step_user needs the sys_exit (CONFIG_FTRACE_SYSCALLS) and sched_switch tracepoints\n");
 		return -ENOENT;
 	}
 	r = tracepoint_probe_register(pax_sys_exit_tp, pax_sys_exit, NULL);
@@ -395,10 +441,15 @@ int pax_step_init(void)
 		pr_err("perfaux_pt: sys_exit tracepoint: %d\n", r);
 		return r;
 	}
+	r = tracepoint_probe_register(pax_sched_switch_tp, pax_sched_switch, NULL);
+	if (r) {
+		pr_err("perfaux_pt: sched_switch tracepoint: %d\n", r);
+		goto fail_tp;
+	}
 	r = register_kprobe(&pax_signal_kp);
 	if (r) {
 		pr_err("perfaux_pt: kprobe on signal_setup_done: %d\n", r);
-		goto fail_tp;
+		goto fail_switch_tp;
 	}
 	r = register_kprobe(&pax_sched_in_kp);
 	if (r) {
@@ -415,6 +466,8 @@ fail_sched_kp:
 	unregister_kprobe(&pax_sched_in_kp);
 fail_kp:
 	unregister_kprobe(&pax_signal_kp);
+fail_switch_tp:
+	tracepoint_probe_unregister(pax_sched_switch_tp, pax_sched_switch, NULL);
 fail_tp:
 	tracepoint_probe_unregister(pax_sys_exit_tp, pax_sys_exit, NULL);
 	tracepoint_synchronize_unregister();
@@ -432,6 +485,7 @@ void pax_step_exit(void)
 	unregister_die_notifier(&pax_debug_nb);
 	unregister_kprobe(&pax_sched_in_kp);
 	unregister_kprobe(&pax_signal_kp);
+	tracepoint_probe_unregister(pax_sched_switch_tp, pax_sched_switch, NULL);
 	tracepoint_probe_unregister(pax_sys_exit_tp, pax_sys_exit, NULL);
 	tracepoint_synchronize_unregister();
 }

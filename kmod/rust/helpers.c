@@ -132,10 +132,25 @@ bool pax_test_and_clear_forced_tf(void)
 	return test_and_clear_thread_flag(TIF_FORCED_TF);
 }
 
-/* A task that cannot run: a context switch's outgoing task (task/hooks.rs). */
+/* A task that cannot run: either side of a context switch (task/mod.rs). */
 struct pt_regs *pax_task_user_regs(struct task_struct *task)
 {
 	return task_pt_regs(task);
+}
+
+bool pax_task_is_user_task(struct task_struct *task)
+{
+	return !(task->flags & PF_KTHREAD) && task->mm;
+}
+
+bool pax_task_test_singlestep(struct task_struct *task)
+{
+	return test_tsk_thread_flag(task, TIF_SINGLESTEP);
+}
+
+void pax_task_set_forced_tf(struct task_struct *task)
+{
+	set_tsk_thread_flag(task, TIF_FORCED_TF);
 }
 
 bool pax_task_test_and_clear_forced_tf(struct task_struct *task)

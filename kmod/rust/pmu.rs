@@ -75,15 +75,14 @@ impl PmuOps for Pax {
         if event.has_branch_stack() {
             return Err(eopnotsupp());
         }
-        event.set_hw_config(0);
-        if step::wanted(event) {
-            // The single-step tracer follows one thread: a CPU-wide event
-            // would step every task on the CPU, perf included.
-            if !event.attached_to_task() {
-                return Err(eopnotsupp());
-            }
-            event.set_hw_config(step::HW_STEP);
-        }
+        // Per task, the single-step tracer follows the event's thread; CPU
+        // wide, every user thread while it runs on the CPU, perf included,
+        // as Intel PT does.
+        event.set_hw_config(if step::wanted(event) {
+            step::HW_STEP
+        } else {
+            0
+        });
         Ok(())
     }
 

@@ -6,12 +6,15 @@
 //! crate's stepper (`perfaux::soft_pt::step`) writes the Intel PT packets
 //! hardware would: TNT for Jcc, TIP for RET and indirect branches, TIP.PGD
 //! at a system call, FUP + TIP.PGD where an interrupt stops it, TSC +
-//! TIP.PGE where the kernel returns it to user code.
+//! TIP.PGE where the kernel returns it to user code. A per-task event steps
+//! its thread; a CPU-wide one every user thread while it runs on the
+//! event's CPU, as Intel PT traces whatever runs.
 //!
 //! Where the kernel sends the thread back to user code, and the changes it
 //! makes to EFLAGS on the way, come from the hooks of `crate::task::hooks`
-//! (the system-call exit, signal delivery, the context switch in: a
-//! context swap moves the running event to the incoming thread) and from
+//! (the system-call exit, signal delivery, the context switch out, for a
+//! CPU-wide event, and in: a context swap moves the running event to the
+//! incoming thread) and from
 //! the PMU's start and stop (context switches, enable, disable): the
 //! thread's saved user IP.
 //!
@@ -33,7 +36,7 @@ use crate::bindings;
 use crate::cpu::PaxCpu;
 use crate::perf::Event;
 use crate::task::hooks::UserHooks;
-use crate::task::{current, read_user, OutgoingTask, UserRegs};
+use crate::task::{current, read_user, Current, SwitchingTask, UserRegs, UserTask};
 
 /// `hw.config` of an event whose user code is single-stepped.
 pub(crate) const HW_STEP: u64 = 1;
@@ -121,25 +124,56 @@ impl PaxCpu {
     /// ([`Event::ctx_task`]), not necessarily the one it was opened or
     /// inherited for: a context swap ([`Self::step_follow`]) moves a task's
     /// events to another task of its fork family for good.
+    /// A CPU-wide event follows whichever user thread runs on its CPU
+    /// ([`Self::step_switch`]).
     pub(crate) fn step_start(&self, event: &Event) {
         if event.hw_config() & HW_STEP == 0
-            || event.ctx_task() != current::task()
-            || !current::is_user_task()
+            || (event.attached_to_task() && event.ctx_task() != current::task())
         {
             return;
         }
-        let Some(regs) = current::user_regs() else {
+        self.step_follow_task(&Current);
+    }
+
+    /// Follows `task` from where it returns to user code: the current
+    /// thread, or one that cannot run (either side of a context switch).
+    fn step_follow_task(&self, task: &impl UserTask) {
+        if !task.is_user_task() {
+            return;
+        }
+        let Some(regs) = task.user_regs() else {
             return;
         };
         // A debugger single-steps it, or it is not 64-bit code.
-        if current::singlestepped() || !regs.user_64bit_mode() {
+        if task.singlestepped() || !regs.user_64bit_mode() {
             return;
         }
         // In a system call, the IP is its return address, which the
         // system-call exit may still change: it reports the real one.
         self.step().with(|s| s.resume_at(regs.ip()));
-        self.step().task.store(current::task().cast_mut());
-        current::arm(regs);
+        self.step().task.store(task.task().cast_mut());
+        task.arm(regs);
+    }
+
+    /// A context switch here is about to run `next`. A CPU-wide event
+    /// traces every user thread while it runs on its CPU, as Intel PT
+    /// does: the outgoing thread leaves the trace where it entered the
+    /// kernel, the incoming one joins where it returns to user code.
+    /// Per-task events need nothing here: the perf core stops and starts
+    /// them (or swaps their contexts, [`Self::step_follow`]).
+    fn step_switch(&self, next: &SwitchingTask<'_>) {
+        let event = self.event();
+        if event.is_null() {
+            return;
+        }
+        // SAFETY: the event added here, alive until `del`, which runs with
+        // interrupts off on this CPU and so not during this call.
+        let event = unsafe { Event::from_raw(event) };
+        if event.hw_config() & HW_STEP == 0 || event.attached_to_task() || event.is_stopped() {
+            return;
+        }
+        self.step_stop();
+        self.step_follow_task(next);
     }
 
     /// The PMU stops the event here: the thread leaves the trace.
@@ -173,7 +207,7 @@ impl PaxCpu {
     /// the outgoing thread where it entered the kernel and takes up the
     /// incoming one where it returns to user code, as a stop and a start
     /// would.
-    fn step_follow(&self, prev: &OutgoingTask<'_>) {
+    fn step_follow(&self, prev: &SwitchingTask<'_>) {
         let event = self.event();
         if event.is_null() {
             return;
@@ -307,7 +341,13 @@ impl UserHooks for Steps {
         current::arm(regs);
     }
 
-    fn switched_in(prev: &OutgoingTask<'_>) {
+    fn switching(next: &SwitchingTask<'_>) {
+        if let Some(c) = this_cpu() {
+            c.step_switch(next);
+        }
+    }
+
+    fn switched_in(prev: &SwitchingTask<'_>) {
         if let Some(c) = this_cpu() {
             c.step_follow(prev);
         }

@@ -12,6 +12,8 @@
 //! - signal delivery: a kprobe on `signal_setup_done()`, after
 //!   `handle_signal()` saved the interrupted state in the 64-bit frame at
 //!   the user stack pointer, pointed the IP at the handler and cleared TF;
+//! - the context switch out: the `sched_switch` tracepoint (`__schedule()`,
+//!   before `context_switch()`), with the incoming task;
 //! - the context switch in: a kprobe on `__perf_event_task_sched_in()`,
 //!   which `finish_task_switch()` calls on the incoming task before
 //!   `finish_task()` lets the outgoing one run again (only while perf has
@@ -26,11 +28,11 @@ use kernel::ffi::{c_int, c_long, c_ulong, c_void};
 use kernel::prelude::*;
 use kernel::types::Opaque;
 
-use super::{current, read_user, IrqsOff, OutgoingTask, UserRegs};
+use super::{current, read_user, IrqsOff, SwitchingTask, UserRegs};
 use crate::bindings;
 
 /// What a tracer of user code does at each hook; see the module
-/// documentation for when each runs. Interrupts are off in all four.
+/// documentation for when each runs. Interrupts are off in all five.
 pub(crate) trait UserHooks: 'static {
     /// A single-step trap of the tracer's TF in user code: the current
     /// task's instruction before `regs.ip()` ran. The tracer keeps TF in
@@ -46,27 +48,32 @@ pub(crate) trait UserHooks: 'static {
     /// the frame saved, if it can be read.
     fn signal_delivered(regs: UserRegs, interrupted: Option<u64>);
 
+    /// The current task is about to be switched out on this CPU for
+    /// `next`, which cannot run until the hook returns.
+    fn switching(next: &SwitchingTask<'_>);
+
     /// The current task was just switched in on this CPU in place of
     /// `prev`, which cannot run until the hook returns.
-    fn switched_in(prev: &OutgoingTask<'_>);
+    fn switched_in(prev: &SwitchingTask<'_>);
 }
 
-/// The four hooks of `T`, registered.
+/// The five hooks of `T`, registered.
 ///
 /// # Invariants
 /// Boxed (it never moves) while registered; `notifier`, `kprobe`,
-/// `sched_in` and the probe on `sys_exit` (`tracepoint`, non-null) are
-/// registered exactly when their `*_on` field says so, and `drop`
-/// unregisters them.
+/// `sched_in` and the probes on the tracepoints (`tracepoints`, both
+/// non-null) are registered exactly when their `*_on` field says so, and
+/// `drop` unregisters them.
 pub(crate) struct Registration<T: UserHooks> {
     notifier: Opaque<bindings::notifier_block>,
     kprobe: Opaque<bindings::kprobe>,
     sched_in: Opaque<bindings::kprobe>,
-    tracepoint: *mut bindings::tracepoint,
+    tracepoints: Tracepoints,
     notifier_on: bool,
     kprobe_on: bool,
     sched_in_on: bool,
-    tracepoint_on: bool,
+    sys_exit_on: bool,
+    sched_switch_on: bool,
     _hooks: PhantomData<T>,
 }
 
@@ -77,7 +84,7 @@ unsafe impl<T: UserHooks> Send for Registration<T> {}
 unsafe impl<T: UserHooks> Sync for Registration<T> {}
 
 impl<T: UserHooks> Registration<T> {
-    /// Registers the four hooks, or none (the error of the first that
+    /// Registers the five hooks, or none (the error of the first that
     /// failed; `ENOENT` without the `sys_exit` tracepoint, which needs
     /// `CONFIG_FTRACE_SYSCALLS`).
     pub(crate) fn register() -> Result<KBox<Self>> {
@@ -97,32 +104,38 @@ impl<T: UserHooks> Registration<T> {
                     pre_handler: Some(on_sched_in::<T>),
                     ..Default::default()
                 }),
-                tracepoint: core::ptr::null_mut(),
+                tracepoints: Tracepoints {
+                    sys_exit: core::ptr::null_mut(),
+                    sched_switch: core::ptr::null_mut(),
+                },
                 notifier_on: false,
                 kprobe_on: false,
                 sched_in_on: false,
-                tracepoint_on: false,
+                sys_exit_on: false,
+                sched_switch_on: false,
                 _hooks: PhantomData,
             },
             GFP_KERNEL,
         )?;
-        // SAFETY: `find_sys_exit` writes a `*mut tracepoint` through the
-        // pointer it is given, during the call.
+        // SAFETY: `find_tracepoints` writes into the `Tracepoints` it is
+        // given, during the call.
         unsafe {
             bindings::for_each_kernel_tracepoint(
-                Some(find_sys_exit),
-                (&raw mut reg.tracepoint).cast(),
+                Some(find_tracepoints),
+                (&raw mut reg.tracepoints).cast(),
             )
         };
-        if reg.tracepoint.is_null() {
-            pr_err!("step_user needs the sys_exit tracepoint (CONFIG_FTRACE_SYSCALLS)\n");
+        if reg.tracepoints.sys_exit.is_null() || reg.tracepoints.sched_switch.is_null() {
+            pr_err!(
+                "step_user needs the sys_exit (CONFIG_FTRACE_SYSCALLS) and sched_switch tracepoints\n"
+            );
             return Err(ENOENT);
         }
         // SAFETY: the kernel's tracepoint, and a probe of its prototype
         // (`void (*)(void *, struct pt_regs *, long)`).
         let r = unsafe {
             bindings::tracepoint_probe_register(
-                reg.tracepoint,
+                reg.tracepoints.sys_exit,
                 on_sys_exit::<T> as *mut c_void,
                 core::ptr::null_mut(),
             )
@@ -132,7 +145,22 @@ impl<T: UserHooks> Registration<T> {
             return Err(Error::from_errno(r));
         }
         // INVARIANT: registered; `drop` unregisters it from here on.
-        reg.tracepoint_on = true;
+        reg.sys_exit_on = true;
+        // SAFETY: the kernel's tracepoint, and a probe of its prototype
+        // (`void (*)(void *, bool, struct task_struct *, struct task_struct
+        // *, unsigned int)`).
+        let r = unsafe {
+            bindings::tracepoint_probe_register(
+                reg.tracepoints.sched_switch,
+                on_sched_switch::<T> as *mut c_void,
+                core::ptr::null_mut(),
+            )
+        };
+        if r != 0 {
+            pr_err!("sched_switch tracepoint: {}\n", r);
+            return Err(Error::from_errno(r));
+        }
+        reg.sched_switch_on = true;
         // SAFETY: a kprobe naming a symbol, boxed until unregistered.
         let r = unsafe { bindings::register_kprobe(reg.kprobe.get()) };
         if r != 0 {
@@ -172,28 +200,49 @@ impl<T: UserHooks> Drop for Registration<T> {
             if self.kprobe_on {
                 bindings::unregister_kprobe(self.kprobe.get());
             }
-            if self.tracepoint_on {
+            if self.sched_switch_on {
                 bindings::tracepoint_probe_unregister(
-                    self.tracepoint,
+                    self.tracepoints.sched_switch,
+                    on_sched_switch::<T> as *mut c_void,
+                    core::ptr::null_mut(),
+                );
+            }
+            if self.sys_exit_on {
+                bindings::tracepoint_probe_unregister(
+                    self.tracepoints.sys_exit,
                     on_sys_exit::<T> as *mut c_void,
                     core::ptr::null_mut(),
                 );
+            }
+            if self.sched_switch_on || self.sys_exit_on {
                 bindings::pax_tracepoint_synchronize_unregister();
             }
         }
     }
 }
 
-/// `for_each_kernel_tracepoint()`'s callback: notes `sys_exit`.
+/// The kernel's tracepoints the hooks probe, found by name.
+struct Tracepoints {
+    sys_exit: *mut bindings::tracepoint,
+    sched_switch: *mut bindings::tracepoint,
+}
+
+/// `for_each_kernel_tracepoint()`'s callback: notes `sys_exit` and
+/// `sched_switch`.
 ///
 /// # Safety
-/// `tp` is a kernel tracepoint; `found` points to a `*mut tracepoint`.
-unsafe extern "C" fn find_sys_exit(tp: *mut bindings::tracepoint, found: *mut c_void) {
+/// `tp` is a kernel tracepoint; `found` points to a [`Tracepoints`].
+unsafe extern "C" fn find_tracepoints(tp: *mut bindings::tracepoint, found: *mut c_void) {
     // SAFETY: the tracepoint's name is a NUL-terminated string; `found` is
-    // the caller's slot (this function's `# Safety`).
+    // the caller's (this function's `# Safety`), not otherwise borrowed
+    // during the walk.
     unsafe {
-        if core::ffi::CStr::from_ptr((*tp).name.cast::<core::ffi::c_char>()) == c"sys_exit" {
-            *found.cast::<*mut bindings::tracepoint>() = tp;
+        let found = &mut *found.cast::<Tracepoints>();
+        let name = core::ffi::CStr::from_ptr((*tp).name.cast::<core::ffi::c_char>());
+        if name == c"sys_exit" {
+            found.sys_exit = tp;
+        } else if name == c"sched_switch" {
+            found.sched_switch = tp;
         }
     }
 }
@@ -302,11 +351,35 @@ unsafe extern "C" fn on_sched_in<T: UserHooks>(
     // SAFETY: the probed call's `prev`, switched out on this CPU and held
     // off it until `finish_task()` (this function's `# Safety`); the value
     // lives for this call only.
-    let prev = unsafe { OutgoingTask::from_raw((*kregs).di as *mut bindings::task_struct) };
+    let prev = unsafe { SwitchingTask::from_raw((*kregs).di as *mut bindings::task_struct) };
     // Off already (the runqueue lock); kept off whatever the caller.
     let _irqs = IrqsOff::new();
     if let Some(prev) = prev {
         T::switched_in(&prev);
     }
     0
+}
+
+/// The `sched_switch` tracepoint's probe.
+///
+/// # Safety
+/// Called by the tracepoint from `__schedule()` with the runqueue lock held,
+/// interrupts off: `prev` is the current task, `next` this CPU's pick,
+/// which cannot run anywhere before `context_switch()`.
+unsafe extern "C" fn on_sched_switch<T: UserHooks>(
+    _data: *mut c_void,
+    _preempt: bool,
+    _prev: *mut bindings::task_struct,
+    next: *mut bindings::task_struct,
+    _prev_state: kernel::ffi::c_uint,
+) {
+    // SAFETY: the switch's incoming task, held off every CPU until
+    // `context_switch()` (this function's `# Safety`); the value lives for
+    // this call only.
+    let next = unsafe { SwitchingTask::from_raw(next) };
+    // Off already (the runqueue lock); kept off whatever the caller.
+    let _irqs = IrqsOff::new();
+    if let Some(next) = next {
+        T::switching(&next);
+    }
 }

@@ -8,8 +8,9 @@
 //!   the trap flag the tracer arms;
 //! - [`current`]: the running task, its user registers and the thread
 //!   flags single-stepping uses (`TIF_FORCED_TF`, `TIF_SINGLESTEP`);
-//! - [`OutgoingTask`]: the task a context switch just took off the CPU,
-//!   which cannot run until the switch completes;
+//! - [`SwitchingTask`]: the outgoing or the incoming task of a context
+//!   switch on this CPU, which cannot run until the switch completes;
+//! - [`UserTask`]: what a tracer does to either of them, the same way;
 //! - [`IrqsOff`]: `local_irq_save()` as a guard;
 //! - [`read_user`], which is `copy_from_user_nofault()`;
 //! - [`hooks`]: the kernel entries and exits a tracer of user code hooks
@@ -38,7 +39,7 @@ const X86_EFLAGS_TF: u64 = bindings::PAX_X86_EFLAGS_TF as u64;
 /// Points to a `struct pt_regs` that lives at least as long as this value
 /// and that only the current task (in the kernel, on its own frame) reads
 /// and writes meanwhile, or, the frame of a task that cannot run
-/// ([`OutgoingTask`]), only the holder of that task.
+/// ([`SwitchingTask`]), only the holder of that task.
 #[derive(Clone, Copy)]
 pub(crate) struct UserRegs(NonNull<bindings::pt_regs>);
 
@@ -167,44 +168,114 @@ pub(crate) mod current {
     }
 }
 
-/// The task a context switch just took off this CPU, as the switch-in hook
-/// ([`hooks::UserHooks::switched_in`]) is handed it.
+/// A task on either side of a context switch on this CPU, as the hooks
+/// hand it: the outgoing one after the switch
+/// ([`hooks::UserHooks::switched_in`]), the incoming one before it
+/// ([`hooks::UserHooks::switching`]).
 ///
 /// # Invariants
 /// Points to a task that is not running and cannot be run anywhere while
-/// the value lives: `finish_task_switch()` has not yet cleared its
-/// `on_cpu` (`finish_task()`), which `try_to_wake_up()` and migration wait
-/// for. So its saved user frame and thread flags change under nobody else.
-pub(crate) struct OutgoingTask<'a>(NonNull<bindings::task_struct>, PhantomData<&'a ()>);
+/// the value lives: the outgoing task until `finish_task_switch()` clears
+/// its `on_cpu` (`finish_task()`), which `try_to_wake_up()` and migration
+/// wait for; the incoming one, this CPU's pick under its runqueue lock,
+/// until `context_switch()`. So its saved user frame and thread flags
+/// change under nobody else.
+pub(crate) struct SwitchingTask<'a>(NonNull<bindings::task_struct>, PhantomData<&'a ()>);
 
-impl OutgoingTask<'_> {
+impl SwitchingTask<'_> {
     /// The task at `task`.
     ///
     /// # Safety
     /// `task` is the task a context switch on this CPU just switched out,
-    /// before `finish_task()`, and the value does not outlive that.
+    /// before `finish_task()`, or the one it is about to switch in, before
+    /// `context_switch()`; the value does not outlive that.
     pub(crate) unsafe fn from_raw<'a>(
         task: *mut bindings::task_struct,
-    ) -> Option<OutgoingTask<'a>> {
+    ) -> Option<SwitchingTask<'a>> {
         // INVARIANT: the caller's task (this function's `# Safety`).
-        NonNull::new(task).map(|t| OutgoingTask(t, PhantomData))
+        NonNull::new(task).map(|t| SwitchingTask(t, PhantomData))
+    }
+}
+
+/// What a tracer of user code does to a task it steps, the same for the
+/// current task ([`Current`]) and for a [`SwitchingTask`].
+pub(crate) trait UserTask {
+    /// The C pointer, for identity.
+    fn task(&self) -> *const bindings::task_struct;
+    /// Whether it is a user task (not a kernel thread, and with an mm).
+    fn is_user_task(&self) -> bool;
+    /// Its saved user registers (`task_pt_regs()`).
+    fn user_regs(&self) -> Option<UserRegs>;
+    /// Whether a debugger single-steps it (`TIF_SINGLESTEP`).
+    fn singlestepped(&self) -> bool;
+    /// Arms the trap flag in `regs`, its frame, marking it `TIF_FORCED_TF`
+    /// (set by the kernel, as ptrace's `enable_single_step()` marks it),
+    /// so that `copy_process()` clears TF in children and ptrace hides it.
+    fn arm(&self, regs: UserRegs);
+    /// Disarms what [`UserTask::arm`] set, if it did.
+    fn disarm(&self);
+}
+
+/// The running task as a [`UserTask`].
+pub(crate) struct Current;
+
+impl UserTask for Current {
+    fn task(&self) -> *const bindings::task_struct {
+        current::task()
     }
 
-    /// The C pointer, for identity.
-    pub(crate) fn task(&self) -> *const bindings::task_struct {
+    fn is_user_task(&self) -> bool {
+        current::is_user_task()
+    }
+
+    fn user_regs(&self) -> Option<UserRegs> {
+        current::user_regs()
+    }
+
+    fn singlestepped(&self) -> bool {
+        current::singlestepped()
+    }
+
+    fn arm(&self, regs: UserRegs) {
+        current::arm(regs);
+    }
+
+    fn disarm(&self) {
+        if let Some(regs) = current::user_regs() {
+            current::disarm(regs);
+        }
+    }
+}
+
+impl UserTask for SwitchingTask<'_> {
+    fn task(&self) -> *const bindings::task_struct {
         self.0.as_ptr()
     }
 
-    /// Its saved user registers (`task_pt_regs()`).
-    pub(crate) fn user_regs(&self) -> Option<UserRegs> {
+    fn is_user_task(&self) -> bool {
+        // SAFETY: reads a live task's flags and mm (the type invariant).
+        unsafe { bindings::pax_task_is_user_task(self.0.as_ptr()) }
+    }
+
+    fn user_regs(&self) -> Option<UserRegs> {
         // SAFETY: the frame at the top of the task's stack, which lives as
         // long as the task; nobody else writes it while the task cannot
         // run (the type invariant).
         unsafe { UserRegs::from_raw(bindings::pax_task_user_regs(self.0.as_ptr())) }
     }
 
-    /// Disarms what [`current::arm`] set on it, if it did.
-    pub(crate) fn disarm(&self) {
+    fn singlestepped(&self) -> bool {
+        // SAFETY: reads a live task's thread flags (the type invariant).
+        unsafe { bindings::pax_task_test_singlestep(self.0.as_ptr()) }
+    }
+
+    fn arm(&self, regs: UserRegs) {
+        // SAFETY: sets a flag of a live task (the type invariant).
+        unsafe { bindings::pax_task_set_forced_tf(self.0.as_ptr()) };
+        regs.set_trap_flag(true);
+    }
+
+    fn disarm(&self) {
         // SAFETY: clears a flag of a live task (the type invariant).
         if unsafe { bindings::pax_task_test_and_clear_forced_tf(self.0.as_ptr()) } {
             if let Some(regs) = self.user_regs() {
