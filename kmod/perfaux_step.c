@@ -110,9 +110,13 @@ static bool pax_stepping(struct pax_cpu *c)
 	       !(event->hw.state & PERF_HES_STOPPED);
 }
 
-static void pax_arm(struct pt_regs *regs)
+/*
+ * TF on in regs, task's saved user frame: the current thread, or one that
+ * cannot run.
+ */
+static void pax_arm(struct task_struct *task, struct pt_regs *regs)
 {
-	set_thread_flag(TIF_FORCED_TF);
+	set_tsk_thread_flag(task, TIF_FORCED_TF);
 	regs->flags |= X86_EFLAGS_TF;
 }
 
@@ -146,14 +150,6 @@ static u64 pax_pending(struct pax_cpu *c)
 }
 
 /*
- * The PMU starts the event on this CPU (pmu->start: a context switch in,
- * an enable, enable_on_exec): follow the thread from where it returns to
- * user code. The thread is the one whose context holds the event
- * (ctx->task), not necessarily the one it was opened or inherited for
- * (hw.target): a context swap (pax_sched_in()) moves a task's events to
- * another task of the same fork family for good.
- */
-/*
  * Follow task from where it returns to user code: the current thread, or
  * one that cannot run (the incoming thread of a context switch).
  */
@@ -173,8 +169,7 @@ static void pax_step_follow(struct pax_cpu *c, struct task_struct *task)
 	 */
 	perfaux_step_resume(&c->step, regs->ip);
 	c->step_task = task;
-	set_tsk_thread_flag(task, TIF_FORCED_TF);
-	regs->flags |= X86_EFLAGS_TF;
+	pax_arm(task, regs);
 }
 
 /* A CPU-wide event: it traces whichever user thread runs on its CPU. */
@@ -183,6 +178,16 @@ static bool pax_cpu_wide(struct perf_event *event)
 	return !(event->attach_state & PERF_ATTACH_TASK);
 }
 
+/*
+ * The PMU starts the event on this CPU (pmu->start: a context switch in,
+ * an enable, enable_on_exec): follow the thread from where it returns to
+ * user code. Per task, the thread is the one whose context holds the event
+ * (ctx->task), not necessarily the one it was opened or inherited for
+ * (hw.target): a context swap (pax_sched_in()) moves a task's events to
+ * another task of the same fork family for good.
+ *
+ * CPU wide, the thread running here (pax_sched_switch() follows the rest).
+ */
 void pax_step_start(struct pax_cpu *c, struct perf_event *event)
 {
 	if (!(event->hw.config & PAX_HW_STEP) ||
@@ -360,7 +365,7 @@ static void pax_sys_exit(void *data, struct pt_regs *regs, long ret)
 		break;
 	}
 	perfaux_step_resume(&c->step, resume);
-	pax_arm(regs);	/* execve's start_thread() cleared TF */
+	pax_arm(current, regs);	/* execve's start_thread() cleared TF */
 out:
 	local_irq_restore(flags);
 }
@@ -392,7 +397,7 @@ static int pax_signal_delivered(struct kprobe *p, struct pt_regs *kregs)
 		saved = pax_pending(c);
 	pax_step_done(c, perfaux_step_leave(&c->step, &c->pt, PERFAUX_STEP_INTERRUPTED, saved));
 	perfaux_step_resume(&c->step, regs->ip);
-	pax_arm(regs);
+	pax_arm(current, regs);
 out:
 	local_irq_restore(flags);
 	return 0;
