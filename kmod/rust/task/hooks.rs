@@ -140,10 +140,7 @@ impl<T: UserHooks> Registration<T> {
                 core::ptr::null_mut(),
             )
         };
-        if r != 0 {
-            pr_err!("sys_exit tracepoint: {}\n", r);
-            return Err(Error::from_errno(r));
-        }
+        registered(r, "sys_exit tracepoint")?;
         // INVARIANT: registered; `drop` unregisters it from here on.
         reg.sys_exit_on = true;
         // SAFETY: the kernel's tracepoint, and a probe of its prototype
@@ -156,31 +153,19 @@ impl<T: UserHooks> Registration<T> {
                 core::ptr::null_mut(),
             )
         };
-        if r != 0 {
-            pr_err!("sched_switch tracepoint: {}\n", r);
-            return Err(Error::from_errno(r));
-        }
+        registered(r, "sched_switch tracepoint")?;
         reg.sched_switch_on = true;
         // SAFETY: a kprobe naming a symbol, boxed until unregistered.
         let r = unsafe { bindings::register_kprobe(reg.kprobe.get()) };
-        if r != 0 {
-            pr_err!("kprobe on signal_setup_done: {}\n", r);
-            return Err(Error::from_errno(r));
-        }
+        registered(r, "kprobe on signal_setup_done")?;
         reg.kprobe_on = true;
         // SAFETY: as the kprobe above.
         let r = unsafe { bindings::register_kprobe(reg.sched_in.get()) };
-        if r != 0 {
-            pr_err!("kprobe on __perf_event_task_sched_in: {}\n", r);
-            return Err(Error::from_errno(r));
-        }
+        registered(r, "kprobe on __perf_event_task_sched_in")?;
         reg.sched_in_on = true;
         // SAFETY: a notifier block, boxed until unregistered.
         let r = unsafe { bindings::register_die_notifier(reg.notifier.get()) };
-        if r != 0 {
-            pr_err!("register_die_notifier: {}\n", r);
-            return Err(Error::from_errno(r));
-        }
+        registered(r, "register_die_notifier")?;
         reg.notifier_on = true;
         Ok(reg)
     }
@@ -219,6 +204,16 @@ impl<T: UserHooks> Drop for Registration<T> {
             }
         }
     }
+}
+
+/// `Ok` for a registration call that returned 0; its error otherwise,
+/// logged as `what`'s.
+fn registered(r: c_int, what: &str) -> Result {
+    if r != 0 {
+        pr_err!("{}: {}\n", what, r);
+        return Err(Error::from_errno(r));
+    }
+    Ok(())
 }
 
 /// The kernel's tracepoints the hooks probe, found by name.
