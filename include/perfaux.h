@@ -1684,6 +1684,19 @@ int perfaux_pt_tick(struct perfaux_pt_cpu *cpu, const struct perfaux_tick *tick)
 int perfaux_pt_tick_reset(struct perfaux_pt_cpu *cpu);
 
 /**
+ * The timestamp counter of `cpu` runs at `tsc_khz` kHz (the kernel's
+ * `tsc_khz`): the traces started on it after this carry the core:bus
+ * ratio of that frequency in every PSB+ (a CBR of
+ * `perfaux::soft_pt::stream::tsc_ratio`), the one perf's decoder
+ * converts the cycles of cycle-accurate mode (`intel_pt/cyc/`, counted in
+ * TSC ticks) with, 1:1. 0: none known, no CBR. Returns 0 or `-EINVAL`.
+ *
+ * # Safety
+ * `cpu` NULL or PT CPU storage.
+ */
+int perfaux_pt_set_tsc_khz(struct perfaux_pt_cpu *cpu, uint32_t tsc_khz);
+
+/**
  * Bytes the tracer has written so far, or `-EINVAL` for a bad `cpu`.
  *
  * # Safety

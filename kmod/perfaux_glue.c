@@ -20,6 +20,7 @@
 #include <linux/slab.h>
 #include <asm/irq_regs.h>
 #include <asm/msr.h>
+#include <asm/tsc.h>
 #include <asm/io.h>
 
 #include "perfaux_pt.h"
@@ -424,7 +425,10 @@ static int __init pax_init(void)
 
 		r = perfaux_pt_cpu_init(&c->pt, &ops, &pax_phys, psb_period);
 		if (!r) {
-			r = pax_step_cpu_init(c);
+			/* The CBR of every PSB+: CYC packets count TSC ticks. */
+			r = perfaux_pt_set_tsc_khz(&c->pt, tsc_khz);
+			if (!r)
+				r = pax_step_cpu_init(c);
 			if (r)
 				perfaux_pt_cpu_fini(&c->pt);
 		}

@@ -17,7 +17,7 @@ use perfaux::aux::{AuxOutput, AuxTransaction};
 use perfaux::local::LocalPtr;
 use perfaux::pt::buffer::PtBuffer;
 use perfaux::pt::pmu::PtPmu;
-use perfaux::soft_pt::stream::TraceEvent;
+use perfaux::soft_pt::stream::{tsc_ratio, TraceEvent};
 use perfaux::soft_pt::tick::{Tick, TickFlow};
 use perfaux::soft_pt::tracer::SoftTracer;
 
@@ -133,7 +133,13 @@ impl PaxCpu {
             // INVARIANT: the output points to this object's fields, which
             // are pinned with it.
             pmu: PtPmu::with_output(
-                SoftTracer::new(&PHYS, psb_period),
+                {
+                    let tracer = SoftTracer::new(&PHYS, psb_period);
+                    // The CBR of every PSB+: CYC packets count TSC ticks.
+                    // SAFETY: reads a kernel variable set at boot.
+                    tracer.set_ratio(tsc_ratio(unsafe { bindings::pax_tsc_khz() }));
+                    tracer
+                },
                 KernelPhys,
                 KernelAux {
                     // SAFETY: only the addresses of the fields of the object

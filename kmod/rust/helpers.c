@@ -22,6 +22,7 @@
 #include <asm/irq_regs.h>
 #include <asm/msr.h>
 #include <asm/sigframe.h>
+#include <asm/tsc.h>
 
 #include "perf_helper.h"
 
@@ -73,6 +74,11 @@ unsigned long pax_instruction_pointer(struct pt_regs *regs)
 u64 pax_rdtsc_ordered(void)
 {
 	return rdtsc_ordered();
+}
+
+unsigned int pax_tsc_khz(void)
+{
+	return tsc_khz;
 }
 
 u64 pax_hrtimer_forward_now(struct hrtimer *timer, s64 interval_ns)

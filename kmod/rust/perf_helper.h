@@ -40,6 +40,7 @@ struct pt_regs *pax_get_irq_regs(void);
 bool pax_user_mode(struct pt_regs *regs);
 unsigned long pax_instruction_pointer(struct pt_regs *regs);
 u64 pax_rdtsc_ordered(void);
+unsigned int pax_tsc_khz(void);
 u64 pax_hrtimer_forward_now(struct hrtimer *timer, s64 interval_ns);
 phys_addr_t pax_virt_to_phys(const void *addr);
 void *pax_phys_to_virt(phys_addr_t phys);

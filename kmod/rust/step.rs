@@ -289,6 +289,7 @@ impl UserHooks for Steps {
         let len = c.step().pending().map_or(0, |ip| read_code(ip, &mut code));
         // SAFETY: reads the TSC; no memory.
         let tsc = unsafe { bindings::pax_rdtsc_ordered() };
+        c.pmu().hw().retire_clock(tsc);
         let mut out = c.out();
         let step = c.step();
         step.with(|s| {

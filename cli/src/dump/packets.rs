@@ -80,6 +80,9 @@ impl iptr_decoder::HandlePacket for Counter<'_> {
     fn on_cbr_packet(&mut self, _: &Ctx, _: u8) -> Res {
         self.add("CBR")
     }
+    fn on_cyc_packet(&mut self, _: &Ctx, _: &[u8]) -> Res {
+        self.add("CYC")
+    }
     fn on_ovf_packet(&mut self, _: &Ctx) -> Res {
         self.add("OVF")
     }

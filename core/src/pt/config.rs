@@ -11,6 +11,9 @@
 //! let c = PtConfig::from_attr(bits::TSC | bits::NORETCOMP | (2 << bits::PSB_PERIOD_SHIFT)).unwrap();
 //! assert!(c.tsc && !c.return_compression && c.branches);
 //! assert_eq!(c.psb_freq, 2);
+//! // `intel_pt/cyc,cyc_thresh=3/`: a CYC packet once 4 cycles have passed.
+//! let c = PtConfig::from_attr(bits::CYC | (3 << bits::CYC_THRESH_SHIFT)).unwrap();
+//! assert!(c.cyc && c.cyc_thresh == 3);
 //! // MTC is not implemented: refused, as `pt_event_valid` refuses it on
 //! // hardware without the `mtc` capability.
 //! assert!(PtConfig::from_attr(bits::MTC).is_err());
@@ -43,7 +46,9 @@ pub mod bits {
     /// `mtc_period` (config:14-17).
     pub const MTC_PERIOD: u64 = 0xf << 14;
     /// `cyc_thresh` (config:19-22).
-    pub const CYC_THRESH: u64 = 0xf << 19;
+    pub const CYC_THRESH: u64 = 0xf << CYC_THRESH_SHIFT;
+    /// Where `cyc_thresh` starts.
+    pub const CYC_THRESH_SHIFT: u32 = 19;
     /// `psb_period` (config:24-27): a PSB+ every 2 KiB << n of output.
     pub const PSB_PERIOD: u64 = 0xf << PSB_PERIOD_SHIFT;
     /// Where `psb_period` starts.
@@ -73,6 +78,11 @@ pub mod bits {
 /// 64 KiB, encodings 0 to 5.
 pub const PSB_PERIODS: u64 = 0x3f;
 
+/// The CYC thresholds this tracer offers (`caps/cycle_thresholds`): every
+/// encoding, 0 (a CYC with every CYC-eligible packet) to 15 (once 2^14
+/// cycles have passed).
+pub const CYCLE_THRESHOLDS: u64 = 0xffff;
+
 /// What the tracer does for one event: the fields of `IA32_RTIT_CTL` it
 /// honours.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -86,6 +96,12 @@ pub struct PtConfig {
     pub branches: bool,
     /// `PSBFreq`: a PSB+ every `2 KiB << psb_freq` of output.
     pub psb_freq: u8,
+    /// `CYCEn`: cycle-accurate mode, a CYC packet before CYC-eligible
+    /// packets (see [`PacketStream`](crate::soft_pt::stream::PacketStream)).
+    pub cyc: bool,
+    /// `CycThresh`: with `cyc`, a CYC only once `2^(cyc_thresh - 1)`
+    /// cycles have passed since the last (0: whenever any have).
+    pub cyc_thresh: u8,
 }
 
 impl Default for PtConfig {
@@ -97,19 +113,20 @@ impl Default for PtConfig {
             return_compression: true,
             branches: true,
             psb_freq: 0,
+            cyc: false,
+            cyc_thresh: 0,
         }
     }
 }
 
 impl PtConfig {
     /// `pt_event_valid` for a tracer whose capabilities are: `psb_cyc`
-    /// (configurable PSB frequency, [`PSB_PERIODS`]) with cycle threshold 0
-    /// only; no `mtc`, `power_event_trace`, `event_trace`, `tnt_disable` or
-    /// `ptwrite`; `branch_en_always_on` clear. `EINVAL` for anything else,
-    /// as Linux returns from `pt_event_init`.
-    ///
-    /// One deviation, by necessity: `cyc` is refused too (the software
-    /// tracer writes no CYC packets), where hardware with `psb_cyc` takes it.
+    /// (cycle-accurate mode with [`CYCLE_THRESHOLDS`], configurable PSB
+    /// frequency with [`PSB_PERIODS`]); no `mtc`, `power_event_trace`,
+    /// `event_trace`, `tnt_disable` or `ptwrite`; `branch_en_always_on`
+    /// clear. `EINVAL` for anything else, as Linux returns from
+    /// `pt_event_init`. `fup_on_ptw` without `ptw` is taken and does
+    /// nothing, as there.
     pub fn from_attr(attr_config: u64) -> Result<PtConfig> {
         use bits::*;
         if attr_config & MASK != attr_config {
@@ -119,12 +136,11 @@ impl PtConfig {
         if psb_freq != 0 && PSB_PERIODS & (1 << psb_freq) == 0 {
             return Err(Error::Invalid);
         }
-        if attr_config & (CYC | CYC_THRESH | MTC | MTC_PERIOD | PWR_EVT | EVENT | NOTNT | PTW) != 0
-        {
+        let cyc_thresh = (attr_config & CYC_THRESH) >> CYC_THRESH_SHIFT;
+        if cyc_thresh != 0 && CYCLE_THRESHOLDS & (1 << cyc_thresh) == 0 {
             return Err(Error::Invalid);
         }
-        // FUPonPTW without PTW makes no sense (and PTW is not offered).
-        if attr_config & FUP_ON_PTW != 0 {
+        if attr_config & (MTC | MTC_PERIOD | PWR_EVT | EVENT | NOTNT | PTW) != 0 {
             return Err(Error::Invalid);
         }
         // BRANCH only with the pass-through bit; without it branches are on.
@@ -140,6 +156,8 @@ impl PtConfig {
             return_compression: attr_config & NORETCOMP == 0,
             branches,
             psb_freq: psb_freq as u8,
+            cyc: attr_config & CYC != 0,
+            cyc_thresh: cyc_thresh as u8,
         })
     }
 }
@@ -148,6 +166,8 @@ impl PtConfig {
 pub mod rtit_ctl {
     /// `TraceEn`: tracing on.
     pub const TRACE_EN: u64 = 1 << 0;
+    /// `CYCEn`: cycle-accurate mode.
+    pub const CYC_EN: u64 = 1 << 1;
     /// `ToPA`: output through ToPA tables (else single-range).
     pub const TOPA: u64 = 1 << 8;
     /// `TSCEn`: TSC packets.
@@ -160,15 +180,24 @@ pub mod rtit_ctl {
     pub const PSB_FREQ: u64 = 0xf << PSB_FREQ_SHIFT;
     /// Where `PSBFreq` starts.
     pub const PSB_FREQ_SHIFT: u32 = 24;
+    /// `CycThresh` (bits 22:19).
+    pub const CYC_THRESH: u64 = 0xf << CYC_THRESH_SHIFT;
+    /// Where `CycThresh` starts.
+    pub const CYC_THRESH_SHIFT: u32 = 19;
     /// The configuration fields (what [`PtConfig`](super::PtConfig) holds).
-    pub const CONFIG: u64 = TSC_EN | DIS_RETC | BRANCH_EN | PSB_FREQ;
+    pub const CONFIG: u64 = CYC_EN | TSC_EN | DIS_RETC | BRANCH_EN | CYC_THRESH | PSB_FREQ;
 }
 
 impl PtConfig {
     /// The `IA32_RTIT_CTL` configuration fields for this configuration
-    /// (`pt_config`: `TSCEn`, `DisRETC`, `BranchEn`, `PSBFreq`).
+    /// (`pt_config`: `CYCEn`, `TSCEn`, `DisRETC`, `BranchEn`, `CycThresh`,
+    /// `PSBFreq`).
     pub const fn rtit_ctl(self) -> u64 {
-        let mut ctl = (self.psb_freq as u64 & 0xf) << rtit_ctl::PSB_FREQ_SHIFT;
+        let mut ctl = (self.psb_freq as u64 & 0xf) << rtit_ctl::PSB_FREQ_SHIFT
+            | (self.cyc_thresh as u64 & 0xf) << rtit_ctl::CYC_THRESH_SHIFT;
+        if self.cyc {
+            ctl |= rtit_ctl::CYC_EN;
+        }
         if self.tsc {
             ctl |= rtit_ctl::TSC_EN;
         }
@@ -189,6 +218,8 @@ impl PtConfig {
             return_compression: ctl & rtit_ctl::DIS_RETC == 0,
             branches: ctl & rtit_ctl::BRANCH_EN != 0,
             psb_freq: ((ctl & rtit_ctl::PSB_FREQ) >> rtit_ctl::PSB_FREQ_SHIFT) as u8,
+            cyc: ctl & rtit_ctl::CYC_EN != 0,
+            cyc_thresh: ((ctl & rtit_ctl::CYC_THRESH) >> rtit_ctl::CYC_THRESH_SHIFT) as u8,
         }
     }
 }
@@ -213,21 +244,20 @@ mod tests {
             let r = PtConfig::from_attr(n << PSB_PERIOD_SHIFT);
             assert_eq!(r.is_ok(), n <= 5, "psb_period={n}");
         }
-        for bad in [
-            CYC,
-            MTC,
-            3 << 14,
-            PWR_EVT,
-            EVENT,
-            NOTNT,
-            PTW,
-            FUP_ON_PTW,
-            1 << 19,
-        ] {
+        for bad in [MTC, 3 << 14, PWR_EVT, EVENT, NOTNT, PTW, PTW | FUP_ON_PTW] {
             assert_eq!(PtConfig::from_attr(bad), Err(Error::Invalid), "{bad:#x}");
         }
         let c = PtConfig::from_attr(TSC | NORETCOMP).unwrap();
         assert!(c.tsc && !c.return_compression);
+        // Cycle-accurate mode, every threshold; a threshold alone is taken
+        // (and does nothing without CYCEn), as pt_event_valid takes it.
+        for n in 0..16u64 {
+            let c = PtConfig::from_attr(CYC | n << CYC_THRESH_SHIFT).unwrap();
+            assert!(c.cyc && u64::from(c.cyc_thresh) == n);
+        }
+        assert!(!PtConfig::from_attr(5 << CYC_THRESH_SHIFT).unwrap().cyc);
+        // FUPonPTW alone: pt_event_valid checks it only with PTW.
+        assert_eq!(PtConfig::from_attr(FUP_ON_PTW), Ok(PtConfig::default()));
     }
 
     #[test]
@@ -239,6 +269,8 @@ mod tests {
             TSC,
             NORETCOMP,
             TSC | NORETCOMP | (5 << PSB_PERIOD_SHIFT),
+            CYC,
+            CYC | TSC | (15 << CYC_THRESH_SHIFT),
         ] {
             let c = PtConfig::from_attr(attr).unwrap();
             let ctl = c.rtit_ctl();

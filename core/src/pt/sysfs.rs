@@ -19,7 +19,7 @@
 
 use core::ffi::CStr;
 
-use super::config::{PSB_PERIODS, bits};
+use super::config::{CYCLE_THRESHOLDS, PSB_PERIODS, bits};
 
 /// A `format/` attribute: the term `name` sets the `attr.config` bits
 /// `config` names (`config:10`, `config:24-27`), which are `bits`.
@@ -81,11 +81,11 @@ pub const FORMAT: [FormatAttr; 14] = [
 ];
 
 /// `caps/`: what the software tracer does. ToPA output with several
-/// entries per table, configurable PSB frequency (`psb_cyc`,
-/// `psb_periods`) and nothing else: no MTC, cycle thresholds, PTWRITE,
-/// power or event trace, TNT disable, IP or CR3 filtering, single-range
-/// output. `pt_event_valid` refuses the config bits of what is 0 here, and
-/// so does `PtConfig::from_attr`.
+/// entries per table, cycle-accurate mode and configurable PSB frequency
+/// (`psb_cyc`, `cycle_thresholds`, `psb_periods`) and nothing else: no
+/// MTC, PTWRITE, power or event trace, TNT disable, IP or CR3 filtering,
+/// single-range output. `pt_event_valid` refuses the config bits of what
+/// is 0 here, and so does `PtConfig::from_attr`.
 pub const CAPS: [CapAttr; 18] = [
     cap(c"max_subleaf", 1),
     cap(c"cr3_filtering", 0),
@@ -103,7 +103,7 @@ pub const CAPS: [CapAttr; 18] = [
     cap(c"payloads_lip", 0),
     cap(c"num_address_ranges", 0),
     cap(c"mtc_periods", 0),
-    cap(c"cycle_thresholds", 0),
+    cap(c"cycle_thresholds", CYCLE_THRESHOLDS),
     cap(c"psb_periods", PSB_PERIODS),
 ];
 
@@ -173,9 +173,17 @@ mod tests {
             assert_eq!(cap_of(cap), 0);
             assert!(PtConfig::from_attr(format_of(term)).is_err(), "{term:?}");
         }
-        assert_eq!(cap_of(c"cycle_thresholds"), 0);
-        assert!(PtConfig::from_attr(1 << 19).is_err(), "cyc_thresh=1");
         assert_eq!(cap_of(c"psb_cyc"), 1);
+        assert!(PtConfig::from_attr(format_of(c"cyc")).unwrap().cyc);
+        let thresholds = cap_of(c"cycle_thresholds");
+        for n in 0..16u64 {
+            let accepted = PtConfig::from_attr(bits::CYC | n << bits::CYC_THRESH_SHIFT).is_ok();
+            assert_eq!(
+                accepted,
+                n == 0 || thresholds & (1 << n) != 0,
+                "cyc_thresh={n}"
+            );
+        }
         let periods = cap_of(c"psb_periods");
         for n in 0..16u64 {
             let accepted = PtConfig::from_attr(n << bits::PSB_PERIOD_SHIFT).is_ok();

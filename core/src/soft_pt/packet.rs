@@ -248,6 +248,23 @@ pub const fn cbr(ratio: u8) -> [u8; 4] {
     [0x02, 0x03, ratio, 0]
 }
 
+/// CYC: the cycles since the last CYC, 5 bits in the header byte (`xxxxxE11`)
+/// and 7 in each byte after it (`xxxxxxxE`), each `E` saying another byte
+/// follows: returns the bytes and how many of them are the packet (1 to 10).
+pub const fn cyc(cycles: u64) -> ([u8; 10], usize) {
+    let mut out = [0u8; 10];
+    let mut rest = cycles >> 5;
+    out[0] = ((cycles as u8 & 0x1f) << 3) | 0b11 | if rest != 0 { 0b100 } else { 0 };
+    let mut n = 1;
+    while rest != 0 && n < out.len() {
+        let more = rest >> 7 != 0;
+        out[n] = ((rest as u8 & 0x7f) << 1) | more as u8;
+        rest >>= 7;
+        n += 1;
+    }
+    (out, n)
+}
+
 /// The execution mode a MODE.Exec packet reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ExecMode {
@@ -303,5 +320,47 @@ mod tests {
         );
         assert_eq!(mode_exec(ExecMode::Bits64), [0x99, 0x01]);
         assert_eq!(cbr(42), [0x02, 0x03, 42, 0]);
+    }
+
+    #[test]
+    fn cyc_takes_as_many_bytes_as_its_count_needs() {
+        let bytes = |c| {
+            let (p, n) = cyc(c);
+            p[..n].to_vec()
+        };
+        assert_eq!(bytes(0), [0x03]);
+        assert_eq!(bytes(31), [0xfb]);
+        // 32: 5 low bits 0, then 1 in the next 7 (the SDM's 2-byte form).
+        assert_eq!(bytes(32), [0x07, 0x02]);
+        assert_eq!(bytes(4095), [0xff, 0xfe]);
+        assert_eq!(bytes(4096), [0x07, 0x01, 0x02]);
+        // The widest: 64 bits need 5 + 7 * 9 bits, ten bytes.
+        assert_eq!(bytes(u64::MAX).len(), 10);
+        // Decoded as perf's intel_pt_get_cyc decodes it.
+        for c in [
+            0,
+            1,
+            31,
+            32,
+            1000,
+            4095,
+            4096,
+            1 << 40,
+            (1 << 56) - 1,
+            u64::MAX,
+        ] {
+            let b = bytes(c);
+            let mut payload = u64::from(b[0] >> 3);
+            let mut shift = 5;
+            let mut i = 0;
+            let mut more = b[0] & 0b100 != 0;
+            while more {
+                i += 1;
+                payload |= u64::from(b[i] >> 1).checked_shl(shift).unwrap_or(0);
+                more = b[i] & 1 != 0;
+                shift += 7;
+            }
+            assert_eq!((payload, i + 1), (c, b.len()), "{c:#x}");
+        }
     }
 }

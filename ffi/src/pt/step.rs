@@ -223,6 +223,7 @@ pub unsafe extern "C" fn perfaux_step(
         (false, len) => unsafe { core::slice::from_raw_parts(code, len) },
     };
     let mut pmis = 0;
+    c.tracer().retire_clock(tsc);
     match s.stepper.step(code, next, tsc, &mut feed(c, &mut pmis)) {
         Ok(()) => {}
         Err(StepError::Idle) => return NOT_FOLLOWING,

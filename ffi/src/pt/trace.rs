@@ -6,7 +6,7 @@ use core::ffi::c_int;
 
 use perfaux::Error;
 use perfaux::soft_pt::packet::ExecMode;
-use perfaux::soft_pt::stream::TraceEvent;
+use perfaux::soft_pt::stream::{TraceEvent, tsc_ratio};
 use perfaux::soft_pt::tick::Tick;
 
 use super::cpu::{cpu_ref, perfaux_pt_cpu};
@@ -312,6 +312,26 @@ pub unsafe extern "C" fn perfaux_pt_tick_reset(cpu: *mut perfaux_pt_cpu) -> c_in
         return Error::Invalid.errno();
     };
     b.ticks.reset();
+    0
+}
+
+/// The timestamp counter of `cpu` runs at `tsc_khz` kHz (the kernel's
+/// `tsc_khz`): the traces started on it after this carry the core:bus
+/// ratio of that frequency in every PSB+ (a CBR of
+/// `perfaux::soft_pt::stream::tsc_ratio`), the one perf's decoder
+/// converts the cycles of cycle-accurate mode (`intel_pt/cyc/`, counted in
+/// TSC ticks) with, 1:1. 0: none known, no CBR. Returns 0 or `-EINVAL`.
+///
+/// # Safety
+/// `cpu` NULL or PT CPU storage.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfaux_pt_set_tsc_khz(cpu: *mut perfaux_pt_cpu, tsc_khz: u32) -> c_int {
+    // SAFETY: `cpu` is NULL or `struct perfaux_pt_cpu` storage (this function's `# Safety`),
+    // which is what `cpu_ref` needs.
+    let Some(b) = (unsafe { cpu_ref(cpu) }) else {
+        return Error::Invalid.errno();
+    };
+    b.tracer().set_ratio(tsc_ratio(tsc_khz));
     0
 }
 

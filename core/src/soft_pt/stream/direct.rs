@@ -204,7 +204,11 @@ impl PacketStream {
             fed: 0,
             uncommitted: None,
         };
-        if !(self.enabled && self.config.branches) || self.since_psb >= self.psb_period {
+        // Cycle-accurate mode times packets with CYCs, which `feed` puts.
+        if !(self.enabled && self.config.branches)
+            || self.since_psb >= self.psb_period
+            || self.config.cyc
+        {
             return run;
         }
         // The pending outcomes under their stop bit, 1 when there are none:

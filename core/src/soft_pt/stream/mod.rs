@@ -17,7 +17,18 @@
 //! - a PSB+ block (PSB, FUP of the next instruction, MODE.Exec, TSC, CBR,
 //!   PSBEND) every PSB period, after which IPs are compressed from scratch
 //!   and no return is compressed against a call before it (perf's decoder
-//!   clears its call stack at every PSB).
+//!   clears its call stack at every PSB);
+//! - in cycle-accurate mode (`cyc`), a CYC packet before each packet that
+//!   times an instruction or event: the TNT packet of a branch that starts
+//!   one (a CYC times its first branch only, as on hardware), TIP, TIP.PGE,
+//!   TIP.PGD, FUP, and TSC. The cycle model: the core clock is the
+//!   timestamp counter (the clock the platform gives, see
+//!   [`PacketStream::set_clock`]), so that a CYC counts the TSC ticks since
+//!   the last one, and a core:bus ratio equal to the TSC's (what perf's
+//!   decoder takes as the maximum non-turbo ratio when the PMU reports
+//!   none: TSC frequency / 100 MHz) makes perf's cycle-to-TSC factor 1.
+//!   The counter starts from zero with each stream, as the hardware's
+//!   resets when TriggerEn is cleared.
 //!
 //! ```
 //! use perfaux::soft_pt::stream::{PacketSink, PacketStream, TraceEvent};
@@ -41,7 +52,7 @@ mod direct;
 pub(crate) use direct::{DIRECT_EVENT_MAX, DirectOutput, DirectRun};
 
 use super::packet::{
-    ExecMode, IpCompressor, IpPacket, LONG_TNT_MAX, OVF, PAD, PSB, PSBEND, SHORT_TNT_MAX, cbr,
+    ExecMode, IpCompressor, IpPacket, LONG_TNT_MAX, OVF, PAD, PSB, PSBEND, SHORT_TNT_MAX, cbr, cyc,
     long_tnt, mode_exec, mtc, short_tnt, tsc,
 };
 use crate::lbr::BranchKind;
@@ -144,6 +155,45 @@ impl TraceEvent {
     }
 }
 
+/// The bits of the timestamp counter a TSC packet carries.
+const TSC_MASK: u64 = (1 << 56) - 1;
+
+/// The core:bus ratio of a clock of `tsc_khz` kHz: its frequency in
+/// units of the 100 MHz bus clock, rounded, as perf's decoder takes a TSC
+/// frequency for the maximum non-turbo ratio when the PMU reports none
+/// (`intel_pt_process_auxtrace_info()`);
+/// 0 (none) for 0, and at most 255, what a CBR holds.
+///
+/// ```
+/// use perfaux::soft_pt::stream::tsc_ratio;
+/// assert_eq!(tsc_ratio(2_593_906), 26);
+/// assert_eq!(tsc_ratio(0), 0);
+/// assert_eq!(tsc_ratio(10_000), 1); // below 100 MHz still runs
+/// ```
+pub const fn tsc_ratio(tsc_khz: u32) -> u8 {
+    if tsc_khz == 0 {
+        return 0;
+    }
+    let r = (tsc_khz as u64 + 50_000) / 100_000;
+    if r == 0 {
+        1
+    } else if r > 255 {
+        255
+    } else {
+        r as u8
+    }
+}
+
+/// When a CYC packet goes before a CYC-eligible one.
+#[derive(Clone, Copy)]
+enum CycWhen {
+    /// When any cycles have passed, as many as `CycThresh` asks
+    /// (`2^(n-1)` for n > 0).
+    Counted,
+    /// Whatever the count (before a TSC).
+    Always,
+}
+
 /// The hardware's return-compression call stack depth.
 pub const RETURN_STACK_DEPTH: usize = 64;
 
@@ -211,6 +261,10 @@ pub struct PacketStream {
     /// The timestamp counter.
     clock: u64,
     ratio: u8,
+    /// In cycle-accurate mode, the clock at the last CYC packet, or when
+    /// the cycle counter started (the first clock the stream had): `None`
+    /// before then.
+    cycles_from: Option<u64>,
     returns: ReturnStack,
     /// Events fed so far.
     events: u64,
@@ -242,6 +296,7 @@ impl core::fmt::Debug for PacketStream {
             .field("mode", &self.mode)
             .field("clock", &self.clock)
             .field("ratio", &self.ratio)
+            .field("cycles_from", &self.cycles_from)
             .field("returns", &self.returns)
             .field("events", &self.events);
         if self.tnt_count > 0 {
@@ -278,6 +333,7 @@ impl PacketStream {
             mode: ExecMode::Bits64,
             clock: 0,
             ratio: 0,
+            cycles_from: None,
             returns: ReturnStack::EMPTY,
             events: 0,
             last_bit: 0,
@@ -296,9 +352,20 @@ impl PacketStream {
     }
 
     /// The timestamp counter now reads `tsc` (no packet): later PSB+
-    /// blocks carry it, as the hardware's carry the running TSC.
+    /// blocks carry it, as the hardware's carry the running TSC, and in
+    /// cycle-accurate mode the next CYC counts the cycles up to it.
     pub fn set_clock(&mut self, tsc: u64) {
-        self.clock = tsc & ((1 << 56) - 1);
+        self.clock = tsc & TSC_MASK;
+        if self.cycles_from.is_none() && self.config.cyc {
+            self.cycles_from = Some(self.clock);
+        }
+    }
+
+    /// The core:bus ratio the CPU runs at (no packet): every later PSB+
+    /// carries it in a CBR, as a `Frequency` event's does. 0: none known,
+    /// no CBR.
+    pub fn set_ratio(&mut self, ratio: u8) {
+        self.ratio = ratio;
     }
 
     /// Whether packet generation is on (after TIP.PGE, before TIP.PGD).
@@ -360,6 +427,10 @@ impl PacketStream {
     #[inline(always)]
     pub fn gather_tnt(&mut self, events: &[TraceEvent], mut go_on: impl FnMut() -> bool) -> usize {
         if self.since_psb >= self.psb_period || !(self.enabled && self.config.branches) {
+            return 0;
+        }
+        // The first bit of a TNT packet is timed by a CYC before it.
+        if self.config.cyc && self.tnt_count == 0 {
             return 0;
         }
         let (mut bits, mut count, mut ip) = (self.tnt_bits, self.tnt_count, self.current_ip);
@@ -460,6 +531,11 @@ impl PacketStream {
                 self.set_clock(t);
                 if self.config.tsc {
                     self.flush_tnt(sink);
+                    // Always, even of 0 cycles or below the threshold:
+                    // perf's decoder counts the cycles after a TSC from it
+                    // only when a CYC came just before it
+                    // (intel_pt_calc_tsc_timestamp()).
+                    self.cycles(CycWhen::Always, sink);
                     self.put(&tsc(self.clock), sink);
                 }
             }
@@ -580,6 +656,9 @@ impl PacketStream {
 
     #[inline(always)]
     fn tnt<S: PacketSink + ?Sized>(&mut self, taken: bool, sink: &mut S) {
+        if self.tnt_count == 0 {
+            self.cycles(CycWhen::Counted, sink);
+        }
         // This event's (`feed` counted it already).
         self.last_bit = self.events - 1;
         self.tnt_bits = (self.tnt_bits << 1) | u64::from(taken);
@@ -629,8 +708,38 @@ impl PacketStream {
     #[inline(always)]
     fn tip<S: PacketSink + ?Sized>(&mut self, kind: IpPacket, ip: Option<u64>, sink: &mut S) {
         self.flush_tnt(sink);
+        self.cycles(CycWhen::Counted, sink);
         self.ip_packet(kind, ip, sink);
         self.covered = self.events;
+    }
+
+    /// In cycle-accurate mode, the CYC packet that times the packet about
+    /// to be put, `when` says: the cycles counted go into it and counting
+    /// starts again.
+    #[inline(always)]
+    fn cycles<S: PacketSink + ?Sized>(&mut self, when: CycWhen, sink: &mut S) {
+        if self.config.cyc {
+            self.put_cycles(when, sink);
+        }
+    }
+
+    #[inline(never)]
+    fn put_cycles<S: PacketSink + ?Sized>(&mut self, when: CycWhen, sink: &mut S) {
+        let Some(from) = self.cycles_from else {
+            return;
+        };
+        let n = self.clock.wrapping_sub(from) & TSC_MASK;
+        let least = match (when, self.config.cyc_thresh) {
+            (CycWhen::Always, _) => 0,
+            (CycWhen::Counted, 0) => 1,
+            (CycWhen::Counted, t) => 1u64 << (t.min(15) - 1),
+        };
+        if n < least {
+            return;
+        }
+        let (packet, len) = cyc(n);
+        self.put(packet.get(..len).unwrap_or(&packet), sink);
+        self.cycles_from = Some(self.clock);
     }
 
     #[inline(always)]
@@ -704,6 +813,8 @@ mod tests {
         return_compression: true,
         branches: true,
         psb_freq: 0,
+        cyc: false,
+        cyc_thresh: 0,
     };
 
     #[test]
@@ -1092,5 +1203,120 @@ mod tests {
         s.feed(TraceEvent::Return { target: 0x40_9999 }, &mut out);
         // The return stack was forgotten: a TIP, not a compressed return.
         assert_eq!(out.0[out.0.len() - 3], IpPacket::Tip.opcode() | 1 << 5);
+    }
+
+    fn cycle_accurate(thresh: u8) -> PtConfig {
+        PtConfig {
+            tsc: true,
+            cyc: true,
+            cyc_thresh: thresh,
+            ..PtConfig::default()
+        }
+    }
+
+    /// The bytes of `cyc(n)`.
+    fn cyc_bytes(n: u64) -> Vec<u8> {
+        let (p, len) = cyc(n);
+        p[..len].to_vec()
+    }
+
+    /// Cycle-accurate mode: a CYC of the clock's ticks since the last one
+    /// before the TNT packet of a branch that starts one (not before the
+    /// branches that join it), before TIP/FUP/TIP.PGD, and always before a
+    /// TSC; none where no cycle passed.
+    #[test]
+    fn cyc_packets_count_the_clock_before_what_they_time() {
+        let mut s = PacketStream::with_config(1 << 20, cycle_accurate(0));
+        s.set_ratio(26);
+        let mut out = Bytes(Vec::new());
+        s.feed(TraceEvent::Time(1000), &mut out);
+        // PSB+ (no FUP: not enabled; TSC, CBR), then CYC(0) and the TSC.
+        let psb_plus = 16 + 2 + 8 + 4 + 2;
+        assert_eq!(
+            out.0[psb_plus..],
+            [cyc_bytes(0), tsc(1000).to_vec()].concat()
+        );
+        out.0.clear();
+        // TIP.PGE at the same time: no CYC.
+        s.feed(TraceEvent::Enable(0x40_1000), &mut out);
+        assert_eq!(out.0[0] & 0x1f, IpPacket::TipPge.opcode());
+        out.0.clear();
+        s.set_clock(1010);
+        let branch = |taken| TraceEvent::Conditional {
+            taken,
+            next: 0x40_1000,
+        };
+        s.feed(branch(true), &mut out);
+        assert_eq!(out.0, cyc_bytes(10), "the first bit's CYC, now");
+        // The fast path takes a later bit, not a first one.
+        assert!(s.try_tnt(true, 0x40_1000));
+        s.set_clock(1050);
+        s.feed(branch(false), &mut out);
+        assert_eq!(out.0, cyc_bytes(10), "no CYC for a later bit");
+        s.feed(TraceEvent::Indirect { target: 0x40_2000 }, &mut out);
+        // The three bits (1 1 0), CYC(40), TIP.
+        let tip = out.0.split_off(cyc_bytes(10).len() + 1);
+        assert_eq!(out.0[cyc_bytes(10).len()], short_tnt(0b110, 3));
+        assert_eq!(tip[..2], cyc_bytes(40)[..]);
+        assert_eq!(tip[2] & 0x1f, IpPacket::Tip.opcode());
+        out.0.clear();
+        // An asynchronous disable at the same clock: FUP and TIP.PGD with
+        // no CYC (no cycle passed since the TIP's).
+        s.feed(
+            TraceEvent::Async {
+                from: 0x40_2004,
+                to: None,
+            },
+            &mut out,
+        );
+        assert_eq!(out.0[0] & 0x1f, IpPacket::Fup.opcode());
+        assert_eq!(out.0[out.0.len() - 1], IpPacket::TipPgd.opcode());
+        out.0.clear();
+        // Back 5,000 ticks later: CYC(5000) (two bytes) before the TSC.
+        s.feed(TraceEvent::Time(6050), &mut out);
+        assert_eq!(out.0, [cyc_bytes(5000), tsc(6050).to_vec()].concat());
+    }
+
+    /// `CycThresh` n: a CYC only once 2^(n-1) cycles have passed; the
+    /// cycles go on counting until one is put. A TSC takes one anyway.
+    #[test]
+    fn a_cyc_threshold_holds_cycs_back_until_enough_cycles_passed() {
+        let mut s = PacketStream::with_config(1 << 20, cycle_accurate(3));
+        let mut out = Bytes(Vec::new());
+        s.feed(TraceEvent::Time(100), &mut out);
+        s.feed(TraceEvent::Enable(0x40_1000), &mut out);
+        out.0.clear();
+        s.set_clock(103);
+        s.feed(TraceEvent::Indirect { target: 0x40_2000 }, &mut out);
+        assert_eq!(out.0.len(), 3, "3 cycles < 4: no CYC {:02x?}", out.0);
+        out.0.clear();
+        s.set_clock(104);
+        s.feed(TraceEvent::Indirect { target: 0x40_3000 }, &mut out);
+        assert_eq!(out.0[..1], cyc_bytes(4)[..], "4 cycles since the last CYC");
+        out.0.clear();
+        s.set_clock(105);
+        s.feed(TraceEvent::Time(105), &mut out);
+        assert_eq!(out.0, [cyc_bytes(1), tsc(105).to_vec()].concat());
+    }
+
+    /// Without `cyc`, no CYC anywhere, and a new stream's counter starts
+    /// at its first clock (TriggerEn set), not at zero.
+    #[test]
+    fn cycles_count_from_the_streams_first_clock_and_only_with_cyc() {
+        for cyc in [false, true] {
+            let config = PtConfig {
+                cyc,
+                ..cycle_accurate(0)
+            };
+            let mut s = PacketStream::with_config(1 << 20, config);
+            let mut out = Bytes(Vec::new());
+            s.set_clock(1 << 40);
+            s.feed(TraceEvent::Enable(0x40_1000), &mut out);
+            out.0.clear();
+            s.set_clock((1 << 40) + 7);
+            s.feed(TraceEvent::Indirect { target: 0x40_2000 }, &mut out);
+            let expected = if cyc { cyc_bytes(7) } else { Vec::new() };
+            assert_eq!(out.0[..out.0.len() - 3], expected[..], "cyc={cyc}");
+        }
     }
 }

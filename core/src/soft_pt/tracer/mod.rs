@@ -48,7 +48,7 @@ pub use hooks::{Hooks, NoHooks, Taps};
 
 /// The most bytes the packets of one trace event take: a PSB+ (PSB 16,
 /// FUP 9, MODE.Exec 2, TSC 8, CBR 4, PSBEND 2), a TNT flush (8), then FUP
-/// and TIP (9 each), with room to spare.
+/// and TIP (9 each), each after a CYC (at most 10), with room to spare.
 const UNIT_CAP: usize = 128;
 
 /// PAD bytes for the end of a STOP region a unit did not fit in.
@@ -88,6 +88,8 @@ pub struct SoftTracer<'p, K: Hooks = NoHooks> {
     ctl: LocalU64,
     /// The timestamp counter, running whether tracing is on or not.
     clock: LocalU64,
+    /// The core:bus ratio, 0 while none is known (a new stream's CBR).
+    ratio: LocalU32,
     /// `IA32_RTIT_OUTPUT_BASE` and `IA32_RTIT_OUTPUT_MASK_PTRS`, and what
     /// a PMI did to them inside a write (see [`OutputRegs`]).
     regs: OutputRegs,
@@ -182,6 +184,7 @@ impl<'p, K: Hooks> SoftTracer<'p, K> {
             psb_base,
             ctl: LocalU64::new(config.rtit_ctl() | rtit_ctl::TOPA),
             clock: LocalU64::new(0),
+            ratio: LocalU32::new(0),
             regs: OutputRegs::new(0, 0x7f),
             status: LocalU64::new(0),
             packet_bytes: LocalU64::new(0),
@@ -450,7 +453,9 @@ impl<'p, K: Hooks> SoftTracer<'p, K> {
     /// configuration `RTIT_CTL` holds.
     #[cold]
     fn new_stream<'s>(&self, slot: &'s mut Option<PacketStream>) -> &'s mut PacketStream {
-        slot.insert(PacketStream::with_config(self.psb_base, self.config()))
+        let stream = slot.insert(PacketStream::with_config(self.psb_base, self.config()));
+        stream.set_ratio(self.ratio.load() as u8);
+        stream
     }
 
     /// The output stopped: records the events `lost` and restarts the
@@ -504,6 +509,26 @@ impl<'p, K: Hooks> SoftTracer<'p, K> {
         // A write in progress (this is a PMI's call) takes the new clock
         // before its next event.
         self.next_generation();
+    }
+
+    /// The core:bus ratio the CPU runs at: every PSB+ of the streams
+    /// started after this carries it in a CBR (0: none known, no CBR).
+    /// A tracer in cycle-accurate mode whose cycles are TSC ticks
+    /// ([`PacketStream`]'s cycle model) gives the TSC's ratio: its
+    /// frequency / 100 MHz.
+    pub fn set_ratio(&self, ratio: u8) {
+        self.ratio.store(u32::from(ratio));
+    }
+
+    /// The timestamp counter reads `tsc` as an instruction retires: in
+    /// cycle-accurate mode, the clock the next CYC counts to
+    /// ([`set_clock`](Self::set_clock)); otherwise nothing, as nothing
+    /// needs it. A single-step tracer calls it at every step.
+    #[inline]
+    pub fn retire_clock(&self, tsc: u64) {
+        if self.ctl.load() & rtit_ctl::CYC_EN != 0 {
+            self.set_clock(tsc);
+        }
     }
 
     /// The configuration `RTIT_CTL` holds.
