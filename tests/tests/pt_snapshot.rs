@@ -212,7 +212,7 @@ fn the_pt_config_is_checked_at_open_and_programmed_at_start() {
         };
         for bad in [
             bits::MTC,
-            bits::CYC,
+            bits::PTW,
             bits::BRANCH,
             9 << bits::PSB_PERIOD_SHIFT,
             1 << 2,
@@ -220,8 +220,12 @@ fn the_pt_config_is_checked_at_open_and_programmed_at_start() {
             assert_eq!(open(bad).err(), Some(Rule::PmuRefusedConfig), "{bad:#x}");
             assert_eq!(Rule::PmuRefusedConfig.error().errno(), -22);
         }
-        let config = bits::TSC | bits::NORETCOMP | (1 << bits::PSB_PERIOD_SHIFT);
-        let leader = open(config).expect("tsc,noretcomp,psb_period=1 opens");
+        let config = bits::TSC
+            | bits::NORETCOMP
+            | bits::CYC
+            | (2 << bits::CYC_THRESH_SHIFT)
+            | (1 << bits::PSB_PERIOD_SHIFT);
+        let leader = open(config).expect("tsc,noretcomp,cyc,cyc_thresh=2,psb_period=1 opens");
         let ring = p.ring;
         let buffer = Buffer {
             ring,
@@ -231,6 +235,7 @@ fn the_pt_config_is_checked_at_open_and_programmed_at_start() {
         leader.sched_in(&Cpu0).expect("scheduled");
         let c = p.tracer.config();
         assert!(c.tsc && !c.return_compression && c.branches && c.psb_freq == 1);
+        assert!(c.cyc && c.cyc_thresh == 2);
         leader.sched_out();
     });
 }
