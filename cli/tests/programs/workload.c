@@ -8,8 +8,9 @@
 //   workload [ITERATIONS]   run everything; exit 0
 //   workload crash          run a little, then dereference a null pointer
 //   workload timer          spin in a loop of conditional branches while an
-//                           interval timer's signal interrupts it 300 times
-//                           (delivered between any two blocks)
+//                           interval timer's signal interrupts it between
+//                           any two blocks (at least 300 signals and
+//                           250,000 rounds)
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -86,10 +87,12 @@ static void on_alarm(int sig) {
 }
 
 // A loop of unpredictable conditional branches, interrupted by SIGALRM
-// every 200 us until 300 have come.
+// every 200 us until 300 have come, and at least 250,000 rounds long
+// (about 6 M instructions): the alarms count wall-clock time, so on a slow
+// or loaded host they alone would leave the tests fewer samples to check.
 __attribute__((noinline)) static uint64_t spin(void) {
     volatile uint64_t acc = 0, x = 12345;
-    for (uint64_t i = 0; alarms < 300; i++) {
+    for (uint64_t i = 0; alarms < 300 || i < 250000; i++) {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
