@@ -160,8 +160,13 @@ fn perf() -> std::process::Command {
 /// `perfaux record -q -o DATA [args] -- program...` in the scratch
 /// directory; its output.
 fn record(data: &Path, args: &[&str], program: &[&str]) -> Output {
-    perfaux()
-        .current_dir(scratch())
+    recorder(data, args, program).output().unwrap()
+}
+
+/// `perfaux record -q -o DATA ARGS -- PROGRAM`, not started.
+fn recorder(data: &Path, args: &[&str], program: &[&str]) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_perfaux"));
+    cmd.current_dir(scratch())
         .env("PERF_BUILDID_DIR", cache())
         .arg("record")
         .arg("-q")
@@ -169,9 +174,45 @@ fn record(data: &Path, args: &[&str], program: &[&str]) -> Output {
         .arg(data)
         .args(args)
         .arg("--")
-        .args(program)
-        .output()
-        .unwrap()
+        .args(program);
+    cmd
+}
+
+/// As [`record`], with the recorder stopped (`SIGSTOP`) for 400 ms of
+/// every 500 until it ends: the program, emulated, must wait for it
+/// rather than lose a record or a byte of trace. The pauses only make
+/// the recorder slow; what the caller checks does not depend on them.
+fn record_stalled(data: &Path, args: &[&str], program: &[&str]) -> Output {
+    use std::process::Stdio;
+    use std::time::Duration;
+    let child = recorder(data, args, program)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    let signal = |name: &str| {
+        // The recorder may have ended between two looks: kill then fails,
+        // which is fine.
+        let _ = std::process::Command::new("kill")
+            .args([name, &pid])
+            .stderr(Stdio::null())
+            .status();
+    };
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(100));
+                signal("-STOP");
+                std::thread::sleep(Duration::from_millis(400));
+                signal("-CONT");
+            }
+        });
+        let out = child.wait_with_output().unwrap();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        out
+    })
 }
 
 /// `perf script -i DATA args`: its standard output, after checking that
@@ -354,6 +395,15 @@ fn perf_brstacks(data: &Path, itrace: &str) -> BTreeMap<u32, Vec<Sample>> {
 /// decode to it: every branch of every thread in order, every
 /// instruction per thread; returns the truth.
 fn full_trace_matches_truth(name: &str, program: &[&str]) -> Truth {
+    full_trace_matches_truth_by(record, name, program)
+}
+
+/// [`full_trace_matches_truth`], recorded by `record`.
+fn full_trace_matches_truth_by(
+    record: fn(&Path, &[&str], &[&str]) -> Output,
+    name: &str,
+    program: &[&str],
+) -> Truth {
     let data = scratch().join(format!("{name}.data"));
     let truth_path = scratch().join(format!("{name}.truth"));
     let out = record(&data, &["--truth", truth_path.to_str().unwrap()], program);
@@ -647,6 +697,16 @@ fn asynchronous_signals_exit_where_their_handler_returns() {
 /// stack as perf reads it (`--no-itrace`) is the truth's, sample for
 /// sample. Returns the samples checked, and the truth.
 fn branch_stacks_match_truth(name: &str, args: &[&str], program: &[&str]) -> (usize, Truth) {
+    branch_stacks_match_truth_by(record, name, args, program)
+}
+
+/// [`branch_stacks_match_truth`], recorded by `record`.
+fn branch_stacks_match_truth_by(
+    record: fn(&Path, &[&str], &[&str]) -> Output,
+    name: &str,
+    args: &[&str],
+    program: &[&str],
+) -> (usize, Truth) {
     let data = scratch().join(format!("{name}.data"));
     let truth_path = scratch().join(format!("{name}.truth"));
     let mut all = args.to_vec();
@@ -739,6 +799,28 @@ fn every_branch_stack_is_the_newest_32_taken_branches() {
     let report = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(report.contains("predicted"), "{report}");
+}
+
+#[test]
+fn a_stalled_recorder_loses_nothing() {
+    if !ready() {
+        return;
+    }
+    // The recorder stopped most of the time: the emulated program waits
+    // for it. Branch stacks alone, a sample every 500 instructions of a
+    // long loop with no system call: no trace event comes between the
+    // samples, which fill the data ring faster than anything else (a
+    // stretch of 150,000 instructions fills half of it). And a full
+    // trace.
+    let bin = workload();
+    let (n, _) = branch_stacks_match_truth_by(
+        record_stalled,
+        "lbr-stalled",
+        &["-b", "-c", "500"],
+        &[bin.to_str().unwrap(), "20000"],
+    );
+    assert!(n > 5_000, "{n} samples");
+    full_trace_matches_truth_by(record_stalled, "workload-stalled", &[bin.to_str().unwrap()]);
 }
 
 #[test]

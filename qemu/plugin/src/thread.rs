@@ -450,6 +450,13 @@ impl Thread {
             // A refused sample is counted by the event (lost_samples).
             let _ = sampler.overflow(self.engine.platform, &data);
         }
+        // With only branch stacks kept, no trace event is made, so no run
+        // ends (and no flush throttles) until a system call: samples alone
+        // can fill the data ring. The PMI is where it grows, so it is
+        // where the recorder is waited for.
+        if self.behind() {
+            self.wait_for_recorder();
+        }
         let tsc = now();
         self.engine.set_clock(tsc);
         flow!(self, resume(tsc));
@@ -574,6 +581,16 @@ impl Thread {
         }
         flow!(self, interrupt());
         self.trace();
+        self.wait_for_recorder();
+        let tsc = now();
+        self.engine.set_clock(tsc);
+        flow!(self, resume(tsc));
+    }
+
+    /// Waits, with the thread's trace off, until the recorder is no longer
+    /// [`behind`](Self::behind) (or has died). The AUX transaction ends
+    /// first, so that the trace so far is published for it to drain.
+    fn wait_for_recorder(&mut self) {
         self.engine.leader.sched_out();
         let mut waits = 0u32;
         while self.behind() {
@@ -584,9 +601,6 @@ impl Thread {
             }
         }
         let _ = self.engine.leader.sched_in(self.engine.platform);
-        let tsc = now();
-        self.engine.set_clock(tsc);
-        flow!(self, resume(tsc));
     }
 
     /// Whether the recorder is behind: half the data ring or (full trace)
