@@ -183,36 +183,45 @@ fn recorder(data: &Path, args: &[&str], program: &[&str]) -> std::process::Comma
 /// rather than lose a record or a byte of trace. The pauses only make
 /// the recorder slow; what the caller checks does not depend on them.
 fn record_stalled(data: &Path, args: &[&str], program: &[&str]) -> Output {
+    use std::io::Read;
     use std::process::Stdio;
     use std::time::Duration;
-    let child = recorder(data, args, program)
+    let mut child = recorder(data, args, program)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let pid = child.id().to_string();
     let signal = |name: &str| {
-        // The recorder may have ended between two looks: kill then fails,
-        // which is fine.
         let _ = std::process::Command::new("kill")
             .args([name, &pid])
-            .stderr(Stdio::null())
             .status();
     };
-    let done = std::sync::atomic::AtomicBool::new(false);
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(100));
-                signal("-STOP");
-                std::thread::sleep(Duration::from_millis(400));
-                signal("-CONT");
-            }
-        });
-        let out = child.wait_with_output().unwrap();
-        done.store(true, std::sync::atomic::Ordering::Relaxed);
-        out
-    })
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            pipe.read_to_end(&mut bytes).unwrap();
+            bytes
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    // Only try_wait reaps the recorder, between two pauses: its pid is
+    // not another process's while it is signalled.
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        signal("-STOP");
+        std::thread::sleep(Duration::from_millis(400));
+        signal("-CONT");
+    };
+    Output {
+        status,
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    }
 }
 
 /// `perf script -i DATA args`: its standard output, after checking that
